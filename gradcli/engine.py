@@ -1,0 +1,1629 @@
+"""The autograd engine: a Tensor over NumPy arrays and the primitive operations with their
+derivative rules.
+
+How it fits together
+--------------------
+* Every primitive is an :class:`Op`: a forward function on arrays and, for each argument,
+  a vector–Jacobian product (VJP) ``vjp(m, g, ans, ctx, *args)``. "No gradient" for an
+  argument is simply ``None`` in the rule table (at the bottom of the primitives section).
+* A rule is written once and runs on two kinds of values: plain ``ndarray``s, with ``m`` the
+  array namespace :data:`A` (the fast first-order path), or :class:`Tensor`s, with ``m`` the
+  tensor namespace :data:`T` — then the backward pass is itself recorded, so it can be
+  differentiated again (``backward(create_graph=True)``, Hessians).
+* Broadcasting is undone in one place, :func:`_backprop`, never inside a rule.
+* ``backward`` walks the graph in an iterative topological order (no recursion: a chain of
+  100,000 operations is fine) and keeps the running gradients of intermediates in a dict
+  local to the call, so a second ``backward`` starts clean.
+
+All array math of gradcli goes through this module; nothing else imports numpy for math.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .errors import DomainError, InvalidValueError, LimitError, ShapeError
+
+Array = np.ndarray
+DEFAULT_MAX_ELEMENTS = 10**8
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+
+
+class _State:
+    """Process-wide switches: gradient recording and the element limit."""
+
+    __slots__ = ("grad_enabled", "max_elements")
+
+    def __init__(self) -> None:
+        self.grad_enabled = True
+        self.max_elements = DEFAULT_MAX_ELEMENTS
+
+
+STATE = _State()
+
+
+class no_grad:
+    """Context manager (and decorator) that records no graph, as ``torch.no_grad``."""
+
+    def __enter__(self) -> None:
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = False
+
+    def __exit__(self, *exc: object) -> None:
+        STATE.grad_enabled = self._prev
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with no_grad():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+
+class element_limit:
+    """Context manager that sets the largest number of elements one tensor may have."""
+
+    def __init__(self, max_elements: int) -> None:
+        self.max_elements = max_elements
+
+    def __enter__(self) -> None:
+        self._prev = STATE.max_elements
+        STATE.max_elements = self.max_elements
+
+    def __exit__(self, *exc: object) -> None:
+        STATE.max_elements = self._prev
+
+
+def check_size(shape: Sequence[int], what: str) -> None:
+    """Refuse, before allocating, a tensor of more elements than the limit allows."""
+    n = math.prod(shape)
+    if n > STATE.max_elements:
+        raise LimitError(
+            f"{what}: a tensor of shape {tuple(shape)} would have {n:,} elements, over the "
+            f"limit of {STATE.max_elements:,} (raise it with --max-elements)"
+        )
+
+
+# --------------------------------------------------------------------------------------
+# Tensor
+# --------------------------------------------------------------------------------------
+
+
+class Op:
+    """A primitive operation: its name, its forward array function and one VJP per argument."""
+
+    __slots__ = ("doc", "fwd", "name", "vjps")
+
+    def __init__(
+        self, name: str, fwd: Callable[..., Array], vjps: Sequence[Callable[..., Any] | None], doc: str
+    ) -> None:
+        self.name = name
+        self.fwd = fwd
+        self.vjps = tuple(vjps)
+        self.doc = doc
+
+
+OPS: dict[str, Op] = {}
+
+
+class Tensor:
+    """An n-dimensional array that records the operations made on it, for backpropagation."""
+
+    __slots__ = ("_ctx", "_op", "_parents", "_retains_grad", "data", "grad", "label", "requires_grad")
+    __array_ufunc__ = None  # make ndarray (op) Tensor defer to Tensor's reflected operators
+
+    data: Array
+    grad: Tensor | None
+    requires_grad: bool
+    label: str | None
+
+    def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None) -> None:
+        arr = np.asarray(data.data if isinstance(data, Tensor) else data, dtype=dtype)
+        if arr.dtype.kind not in "f":
+            arr = arr.astype(np.float64)
+        self.data = arr
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self._op: Op | None = None
+        self._parents: tuple[Tensor, ...] = ()
+        self._ctx: Any = None
+        self._retains_grad = False
+        self.label = None
+
+    # --- basic properties ---------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._op is None
+
+    @property
+    def op_name(self) -> str | None:
+        """The name of the primitive that made this tensor (None for a leaf)."""
+        return None if self._op is None else self._op.name
+
+    @property
+    def parents(self) -> tuple[Tensor, ...]:
+        return self._parents
+
+    @property
+    def T(self) -> Tensor:
+        return transpose(self)
+
+    def numpy(self) -> Array:
+        return self.data
+
+    def item(self) -> float:
+        return float(self.data.item())
+
+    def tolist(self) -> Any:
+        return self.data.tolist()
+
+    def detach(self) -> Tensor:
+        return _const(self.data)
+
+    def retain_grad(self) -> None:
+        self._retains_grad = True
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        extra = ""
+        if self.data.dtype != np.float64:
+            extra += f", dtype={self.data.dtype}"
+        if self._op is not None:
+            extra += f", grad_fn=<{self._op.name}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    # --- backpropagation ------------------------------------------------------------
+    def backward(
+        self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
+    ) -> None:
+        """Accumulate d self / d leaf into every leaf's ``.grad`` (PyTorch's semantics).
+
+        The graph is kept after backward (``retain_graph`` is accepted for compatibility
+        and always effectively true), so calling it twice adds the gradients twice.
+        """
+        if not self.requires_grad:
+            raise RuntimeError(
+                "element 0 of tensors does not require grad and does not have a grad_fn"
+            )
+        if gradient is None:
+            if self.data.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            g: Any = np.ones_like(self.data)
+        else:
+            g = gradient.data if isinstance(gradient, Tensor) else np.asarray(gradient)
+            if g.shape != self.data.shape:
+                raise ShapeError(
+                    f"backward: gradient of shape {g.shape} does not match the output "
+                    f"shape {self.data.shape}"
+                )
+            g = g.astype(self.data.dtype, copy=False)
+        if create_graph:
+            g = gradient if isinstance(gradient, Tensor) else _const(g)
+        _backprop(self, g, create_graph)
+
+    # --- operators --------------------------------------------------------------------
+    def __add__(self, other: Any) -> Tensor:
+        return add(self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return add(other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return subtract(self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return subtract(other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return multiply(self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return multiply(other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return divide(self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return divide(other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        return power(self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return power(other, self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return matmul(other, self)
+
+    def __neg__(self) -> Tensor:
+        return negative(self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return absolute(self)
+
+    def __getitem__(self, key: Any) -> Tensor:
+        return getitem(self, key)
+
+    # Comparisons give 1.0 / 0.0 and pass no gradient.
+    def __lt__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _compare(np.less, self, other)
+
+    def __le__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _compare(np.less_equal, self, other)
+
+    def __gt__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _compare(np.greater, self, other)
+
+    def __ge__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _compare(np.greater_equal, self, other)
+
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _compare(np.equal, self, other)
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return _compare(np.not_equal, self, other)
+
+    __hash__ = object.__hash__
+
+
+def _const(data: Array) -> Tensor:
+    """Wrap an array as a tensor that requires no grad (no copy)."""
+    t = Tensor.__new__(Tensor)
+    t.data = data
+    t.grad = None
+    t.requires_grad = False
+    t._op = None
+    t._parents = ()
+    t._ctx = None
+    t._retains_grad = False
+    t.label = None
+    return t
+
+
+def _record(data: Array, op: Op, parents: tuple[Tensor, ...], ctx: Any = None) -> Tensor:
+    """The result of a primitive: a node of the graph when any parent requires grad."""
+    t = _const(data)
+    if STATE.grad_enabled:
+        for p in parents:
+            if p.requires_grad:
+                t.requires_grad = True
+                t._op = op
+                t._parents = parents
+                t._ctx = ctx
+                break
+    return t
+
+
+def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
+    """A new leaf tensor holding a copy of ``data`` (float64 unless ``dtype`` is given)."""
+    if isinstance(data, Tensor):
+        data = data.data
+    arr = np.array(data, dtype=dtype)
+    if arr.dtype.kind != "f":
+        arr = arr.astype(np.float64)
+    return Tensor(arr, requires_grad=requires_grad)
+
+
+def from_numpy(arr: Array, requires_grad: bool = False) -> Tensor:
+    """A leaf tensor sharing memory with ``arr`` (no copy), as ``torch.from_numpy``."""
+    t = _const(np.asarray(arr))
+    t.requires_grad = requires_grad
+    return t
+
+
+def _lift(x: Any, like: Tensor | None = None) -> Tensor:
+    """Turn a Python number or array into a constant tensor of ``like``'s dtype."""
+    if isinstance(x, Tensor):
+        return x
+    dtype = like.data.dtype if like is not None else np.float64
+    return _const(np.asarray(x, dtype=dtype))
+
+
+# --------------------------------------------------------------------------------------
+# Backpropagation
+# --------------------------------------------------------------------------------------
+
+
+def _toposort(root: Tensor) -> list[Tensor]:
+    """Nodes that require grad reachable from ``root``, inputs before the nodes made of them."""
+    order: list[Tensor] = []
+    seen: set[int] = set()
+    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for p in node._parents:
+            if p.requires_grad and id(p) not in seen:
+                stack.append((p, False))
+    return order
+
+
+def _backprop(
+    root: Tensor,
+    g: Any,
+    create_graph: bool,
+    inputs: Sequence[Tensor] | None = None,
+) -> list[Any] | None:
+    """Propagate ``g`` = d(loss)/d(root) through the graph.
+
+    With ``inputs`` None, gradients are accumulated into the ``.grad`` of leaves (and of
+    non-leaves that ``retain_grad``). Otherwise the gradients of ``inputs`` are returned
+    and nothing is written (``autograd.grad``).
+    """
+    m: Any = T if create_graph else A
+    order = _toposort(root)
+    wanted = None if inputs is None else {id(t): i for i, t in enumerate(inputs)}
+    found: list[Any] = [None] * (len(inputs) if inputs is not None else 0)
+    # id(node) -> [gradient, owned]; "owned" means the buffer is ours to add into in place.
+    grads: dict[int, list[Any]] = {id(root): [g, False]}
+    prev_grad_mode = STATE.grad_enabled
+    STATE.grad_enabled = create_graph
+    try:
+        with np.errstate(all="ignore"):
+            for node in reversed(order):
+                entry = grads.pop(id(node), None)
+                if entry is None:
+                    continue
+                gnode = entry[0]
+                if wanted is not None and id(node) in wanted:
+                    found[wanted[id(node)]] = gnode
+                elif wanted is None and (node._op is None or node._retains_grad):
+                    _accumulate_grad(node, gnode, entry[1], create_graph)
+                op = node._op
+                if op is None:
+                    continue
+                parents = node._parents
+                if create_graph:
+                    args: tuple[Any, ...] = parents
+                    ans: Any = node
+                else:
+                    args = tuple(p.data for p in parents)
+                    ans = node.data
+                for i, p in enumerate(parents):
+                    if not p.requires_grad:
+                        continue
+                    rule = op.vjps[i]
+                    if rule is None:
+                        continue
+                    pg = rule(m, gnode, ans, node._ctx, *args)
+                    if pg is None:
+                        continue
+                    if pg.shape != p.data.shape:
+                        pg = m.sum_to(pg, p.data.shape)
+                    slot = grads.get(id(p))
+                    if slot is None:
+                        owned = (
+                            not create_graph
+                            and pg is not gnode
+                            and pg.base is None
+                            and pg is not ans
+                            and pg.flags.writeable
+                        )
+                        grads[id(p)] = [pg, owned]
+                    elif slot[1]:
+                        slot[0] += pg
+                    else:
+                        slot[0] = slot[0] + pg
+                        slot[1] = not create_graph
+    finally:
+        STATE.grad_enabled = prev_grad_mode
+    return found if inputs is not None else None
+
+
+def _accumulate_grad(node: Tensor, g: Any, owned: bool, create_graph: bool) -> None:
+    if create_graph:
+        node.grad = g if node.grad is None else node.grad + g
+        return
+    if node.grad is None:
+        if not owned:
+            g = np.array(g, dtype=node.data.dtype, copy=True)
+        node.grad = _const(g)
+    else:
+        node.grad.data += g
+
+
+def grad(
+    outputs: Tensor,
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Any = None,
+    create_graph: bool = False,
+    allow_unused: bool = True,
+) -> tuple[Tensor | None, ...]:
+    """Gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``."""
+    ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if grad_outputs is None:
+        if outputs.data.size != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        g: Any = np.ones_like(outputs.data)
+    else:
+        g = grad_outputs.data if isinstance(grad_outputs, Tensor) else np.asarray(grad_outputs)
+    if create_graph:
+        g = grad_outputs if isinstance(grad_outputs, Tensor) else _const(np.asarray(g))
+    if not outputs.requires_grad:
+        raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
+    found = _backprop(outputs, g, create_graph, ins) or []
+    result: list[Tensor | None] = []
+    for t, gi in zip(ins, found):
+        if gi is None:
+            result.append(None)
+        elif create_graph:
+            result.append(gi)
+        else:
+            result.append(_const(np.array(gi, dtype=t.data.dtype, copy=True)))
+    return tuple(result)
+
+
+# --------------------------------------------------------------------------------------
+# Helpers used by forward functions and rules
+# --------------------------------------------------------------------------------------
+
+
+def normalize_axis(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
+    """``axis`` (None, int or sequence) as a sorted tuple of non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not -ndim <= a < builtins.max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+            raise ShapeError(f"{what}: axis {a} is out of bounds for a {ndim}-D tensor")
+        out.append(int(a) % builtins.max(ndim, 1))
+    if ndim == 0:
+        return ()
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{what}: repeated axis in {tuple(axes)}")
+    return tuple(sorted(out))
+
+
+def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def _sum_to_array(x: Array, shape: tuple[int, ...]) -> Array:
+    """Sum ``x`` down to ``shape``: the adjoint of broadcasting ``shape`` up to x.shape."""
+    if x.shape == shape:
+        return x
+    lead = x.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1
+    )
+    return x.sum(axis=axes, keepdims=True).reshape(shape)
+
+
+def _swap(x: Any) -> Any:
+    """Swap the last two axes (the batched matrix transpose)."""
+    return x.swapaxes(-1, -2) if isinstance(x, np.ndarray) else swapaxes(x, -1, -2)
+
+
+def _unreduce(m: Any, g: Any, shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> Any:
+    """Bring the gradient of a reduction back to the shape of its input."""
+    if not keepdims:
+        g = m.reshape(g, _kept_shape(shape, axes))
+    return g
+
+
+def _is_advanced(key: tuple[Any, ...]) -> bool:
+    return any(isinstance(k, (np.ndarray, list)) for k in key)
+
+
+def _scatter_array(g: Array, key: Any, shape: tuple[int, ...]) -> Array:
+    out = np.zeros(shape, dtype=g.dtype)
+    k = key if isinstance(key, tuple) else (key,)
+    if _is_advanced(k):
+        np.add.at(out, k, g)
+    else:
+        out[k] = g
+    return out
+
+
+def _exclusive_prod(x: Array, axes: tuple[int, ...]) -> Array:
+    """For every element, the product of the other elements of its reduced group.
+
+    Exact with zeros (no division): the product of a prefix and a suffix, as torch does.
+    """
+    keep = [i for i in range(x.ndim) if i not in axes]
+    perm = keep + list(axes)
+    xt = x.transpose(perm)
+    lead = xt.shape[: len(keep)]
+    flat = xt.reshape((*lead, -1))
+    ones = np.ones((*lead, 1), dtype=x.dtype)
+    left = np.cumprod(np.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    right = np.cumprod(np.concatenate([ones, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    return (left * right).reshape(xt.shape).transpose(np.argsort(perm))
+
+
+def _adjugate_t(x: Array) -> Array:
+    """Transpose of the adjugate (the gradient of det), valid for singular matrices too."""
+    u, s, vt = np.linalg.svd(x)
+    n = s.shape[-1]
+    others = np.stack([np.prod(np.delete(s, i, axis=-1), axis=-1) for i in range(n)], axis=-1)
+    sign = np.linalg.det(u) * np.linalg.det(vt)
+    adj = (vt.swapaxes(-1, -2) * others[..., None, :]) @ u.swapaxes(-1, -2)
+    return (adj * sign[..., None, None]).swapaxes(-1, -2)
+
+
+# --------------------------------------------------------------------------------------
+# Primitives: forward functions and the rule table
+# --------------------------------------------------------------------------------------
+
+
+def _defop(name: str, fwd: Callable[..., Array], *vjps: Callable[..., Any] | None, doc: str) -> Op:
+    op = Op(name, fwd, vjps, doc)
+    OPS[name] = op
+    return op
+
+
+def _unary(op: Op) -> Callable[[Any], Tensor]:
+    fwd = op.fwd
+
+    def apply(x: Any) -> Tensor:
+        if not isinstance(x, Tensor):
+            x = _lift(x)
+        return _record(fwd(x.data), op, (x,))
+
+    apply.__name__ = op.name
+    apply.__doc__ = f"Elementwise {op.name}; d/dx: {op.doc}"
+    return apply
+
+
+def _binary(op: Op) -> Callable[[Any, Any], Tensor]:
+    fwd = op.fwd
+
+    def apply(x: Any, y: Any) -> Tensor:
+        if not isinstance(x, Tensor):
+            x = _lift(x, y if isinstance(y, Tensor) else None)
+        if not isinstance(y, Tensor):
+            y = _lift(y, x)
+        xs, ys = x.data.shape, y.data.shape
+        if xs != ys:
+            try:
+                shape = np.broadcast_shapes(xs, ys)
+            except ValueError:
+                raise ShapeError(
+                    f"{op.name}: shapes {xs} and {ys} cannot be broadcast together"
+                ) from None
+            check_size(shape, op.name)
+        return _record(fwd(x.data, y.data), op, (x, y))
+
+    apply.__name__ = op.name
+    apply.__doc__ = f"Elementwise {op.name} with broadcasting; {op.doc}"
+    return apply
+
+
+def _sigmoid_fwd(x: Array) -> Array:
+    # exp of a non-positive number never overflows: stable at |x| = 1000.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
+def _softplus_fwd(x: Array) -> Array:
+    return np.log1p(np.exp(-np.abs(x))) + np.maximum(x, 0)
+
+
+def _zero(m: Any, g: Any, ans: Any, ctx: Any, *args: Any) -> Any:
+    return m.zeros_like(g)
+
+
+# fmt: off
+# ---- elementwise, one argument: d/dx as a VJP of the upstream gradient g -------------
+NEG = _defop("neg", np.negative, lambda m, g, a, c, x: -g, doc="-g")
+ABS = _defop("abs", np.abs, lambda m, g, a, c, x: g * m.sign(x), doc="g * sign(x)  (0 at x = 0)")
+SIGN = _defop("sign", np.sign, _zero, doc="0")
+FLOOR = _defop("floor", np.floor, _zero, doc="0")
+CEIL = _defop("ceil", np.ceil, _zero, doc="0")
+ROUND = _defop("round", np.round, _zero, doc="0")
+SQRT = _defop("sqrt", np.sqrt, lambda m, g, a, c, x: g / (a * 2.0), doc="g / (2 sqrt(x))  (inf at 0)")
+SQUARE = _defop("square", np.square, lambda m, g, a, c, x: g * (x * 2.0), doc="2 x g")
+EXP = _defop("exp", np.exp, lambda m, g, a, c, x: g * a, doc="g * exp(x)")
+EXPM1 = _defop("expm1", np.expm1, lambda m, g, a, c, x: g * (a + 1.0), doc="g * exp(x)")
+LOG = _defop("log", np.log, lambda m, g, a, c, x: g / x, doc="g / x")
+LOG2 = _defop("log2", np.log2, lambda m, g, a, c, x: g / (x * _LN2), doc="g / (x ln 2)")
+LOG10 = _defop("log10", np.log10, lambda m, g, a, c, x: g / (x * _LN10), doc="g / (x ln 10)")
+LOG1P = _defop("log1p", np.log1p, lambda m, g, a, c, x: g / (x + 1.0), doc="g / (1 + x)")
+SIN = _defop("sin", np.sin, lambda m, g, a, c, x: g * m.cos(x), doc="g cos(x)")
+COS = _defop("cos", np.cos, lambda m, g, a, c, x: -(g * m.sin(x)), doc="-g sin(x)")
+TAN = _defop("tan", np.tan, lambda m, g, a, c, x: g * (a * a + 1.0), doc="g (1 + tan(x)^2)")
+ARCSIN = _defop("arcsin", np.arcsin, lambda m, g, a, c, x: g / m.sqrt(1.0 - x * x),
+                doc="g / sqrt(1 - x^2)")
+ARCCOS = _defop("arccos", np.arccos, lambda m, g, a, c, x: -(g / m.sqrt(1.0 - x * x)),
+                doc="-g / sqrt(1 - x^2)")
+ARCTAN = _defop("arctan", np.arctan, lambda m, g, a, c, x: g / (x * x + 1.0), doc="g / (1 + x^2)")
+SINH = _defop("sinh", np.sinh, lambda m, g, a, c, x: g * m.cosh(x), doc="g cosh(x)")
+COSH = _defop("cosh", np.cosh, lambda m, g, a, c, x: g * m.sinh(x), doc="g sinh(x)")
+TANH = _defop("tanh", np.tanh, lambda m, g, a, c, x: g * (1.0 - a * a), doc="g (1 - tanh(x)^2)")
+ARCSINH = _defop("arcsinh", np.arcsinh, lambda m, g, a, c, x: g / m.sqrt(x * x + 1.0),
+                 doc="g / sqrt(x^2 + 1)")
+ARCCOSH = _defop("arccosh", np.arccosh, lambda m, g, a, c, x: g / m.sqrt(x * x - 1.0),
+                 doc="g / sqrt(x^2 - 1)")
+ARCTANH = _defop("arctanh", np.arctanh, lambda m, g, a, c, x: g / (1.0 - x * x),
+                 doc="g / (1 - x^2)")
+SIGMOID = _defop("sigmoid", _sigmoid_fwd, lambda m, g, a, c, x: g * (a * (1.0 - a)),
+                 doc="g s (1 - s), s = sigmoid(x)")
+RELU = _defop("relu", lambda x: np.maximum(x, 0), lambda m, g, a, c, x: g * (x > 0),
+              doc="g where x > 0, else 0  (0 at x = 0)")
+SOFTPLUS = _defop("softplus", _softplus_fwd, lambda m, g, a, c, x: g * m.sigmoid(x),
+                  doc="g sigmoid(x)")
+
+# ---- elementwise, two arguments (broadcasting undone by the engine, not here) --------
+ADD = _defop("add", np.add, lambda m, g, a, c, x, y: g, lambda m, g, a, c, x, y: g,
+             doc="dx = g, dy = g")
+SUB = _defop("sub", np.subtract, lambda m, g, a, c, x, y: g, lambda m, g, a, c, x, y: -g,
+             doc="dx = g, dy = -g")
+MUL = _defop("mul", np.multiply, lambda m, g, a, c, x, y: g * y, lambda m, g, a, c, x, y: g * x,
+             doc="dx = g y, dy = g x")
+DIV = _defop("div", np.divide, lambda m, g, a, c, x, y: g / y,
+             lambda m, g, a, c, x, y: -(g * a / y), doc="dx = g / y, dy = -g x / y^2")
+POW = _defop(
+    "pow", np.power,
+    # torch.pow: no gradient to x where y == 0; none to y where x == 0 and y >= 0.
+    lambda m, g, a, c, x, y: m.where(y == 0, 0.0, g * (y * x ** (y - 1.0))),
+    lambda m, g, a, c, x, y: m.where((x == 0) * (y >= 0), 0.0, g * (a * m.log(x))),
+    doc="dx = g y x^(y-1) (0 where y = 0), dy = g x^y ln x (0 where x = 0, y >= 0)")
+MAXIMUM = _defop(
+    "maximum", np.maximum,
+    lambda m, g, a, c, x, y: g * ((x > y) + (x == y) * 0.5),
+    lambda m, g, a, c, x, y: g * ((y > x) + (x == y) * 0.5),
+    doc="g to the larger argument; split evenly on ties")
+MINIMUM = _defop(
+    "minimum", np.minimum,
+    lambda m, g, a, c, x, y: g * ((x < y) + (x == y) * 0.5),
+    lambda m, g, a, c, x, y: g * ((y < x) + (x == y) * 0.5),
+    doc="g to the smaller argument; split evenly on ties")
+ARCTAN2 = _defop(
+    "arctan2", np.arctan2,
+    lambda m, g, a, c, y, x: g * x / (x * x + y * y),
+    lambda m, g, a, c, y, x: -(g * y / (x * x + y * y)),
+    doc="dy = g x / (x^2 + y^2), dx = -g y / (x^2 + y^2)")
+CLIP = _defop(
+    "clip", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi),
+    lambda m, g, a, c, x, lo, hi: g * ((x >= lo) * (x <= hi)),
+    lambda m, g, a, c, x, lo, hi: g * ((x < lo) * (lo <= hi)),
+    lambda m, g, a, c, x, lo, hi: g * m.maximum((x > hi) * 1.0, (lo > hi) * 1.0),
+    doc="g to x where lo <= x <= hi (inclusive); to lo below it, to hi above it")
+WHERE = _defop(
+    "where", lambda c, x, y: np.where(c != 0, x, y),
+    None,
+    lambda m, g, a, c, cond, x, y: m.where(cond, g, 0.0),
+    lambda m, g, a, c, cond, x, y: m.where(cond, 0.0, g),
+    doc="g to a where cond is nonzero, else to b; none to cond")
+# fmt: on
+
+
+# ---- reductions: ctx = (axes, keepdims) ----------------------------------------------
+def _reduction(name: str, fwd: Callable[..., Array], vjp: Callable[..., Any], doc: str) -> Op:
+    return _defop(name, fwd, vjp, doc=doc)
+
+
+def _sum_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
+    axes, keep = c
+    return m.broadcast_to(_unreduce(m, g, x.shape, axes, keep), x.shape)
+
+
+def _mean_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
+    axes, keep = c
+    n = math.prod(x.shape[i] for i in axes)
+    return m.broadcast_to(_unreduce(m, g, x.shape, axes, keep) / float(builtins.max(n, 1)), x.shape)
+
+
+def _prod_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
+    axes, keep = c
+    ge = _unreduce(m, g, x.shape, axes, keep)
+    if m is A:
+        return ge * _exclusive_prod(x, axes)
+    # Differentiable form: the product of the others as a product over a masked copy.
+    return ge * _others_prod_tensor(x, axes)
+
+
+def _extreme_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
+    axes, keep = c
+    ae = _unreduce(m, a, x.shape, axes, keep)
+    mask = (x == ae) * 1.0
+    count = m.sum(mask, axis=axes, keepdims=True)
+    return _unreduce(m, g, x.shape, axes, keep) * (mask / count)
+
+
+def _logsumexp_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
+    axes, keep = c
+    return _unreduce(m, g, x.shape, axes, keep) * m.exp(x - _unreduce(m, a, x.shape, axes, keep))
+
+
+def _logsumexp_fwd(x: Array, axis: tuple[int, ...], keepdims: bool) -> Array:
+    mx = np.max(x, axis=axis, keepdims=True) if x.size else np.zeros(_kept_shape(x.shape, axis))
+    mx = np.where(np.isfinite(mx), mx, 0.0).astype(x.dtype, copy=False)
+    out = np.log(np.sum(np.exp(x - mx), axis=axis, keepdims=True)) + mx
+    return out if keepdims else out.reshape([s for i, s in enumerate(x.shape) if i not in axis])
+
+
+SUM = _reduction("sum", lambda x, axis, keepdims: np.sum(x, axis=axis, keepdims=keepdims),
+                 _sum_vjp, "g broadcast back over the reduced axes")
+MEAN = _reduction("mean", lambda x, axis, keepdims: np.mean(x, axis=axis, keepdims=keepdims),
+                  _mean_vjp, "g / n broadcast back over the reduced axes")
+PROD = _reduction("prod", lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims),
+                  _prod_vjp, "g times the product of the other elements (exact with zeros)")
+MAX = _reduction("max", lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims),
+                 _extreme_vjp, "g split evenly among the elements equal to the maximum")
+MIN = _reduction("min", lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims),
+                 _extreme_vjp, "g split evenly among the elements equal to the minimum")
+LOGSUMEXP = _reduction("logsumexp", _logsumexp_fwd, _logsumexp_vjp, "g softmax(x)")
+
+
+def _norm_fwd(x: Array, axis: tuple[int, ...], keepdims: bool, ord: float) -> Array:
+    ax = np.abs(x)
+    if ord == math.inf:
+        return np.max(ax, axis=axis, keepdims=keepdims, initial=0.0)
+    if ord == 2:
+        return np.sqrt(np.sum(ax * ax, axis=axis, keepdims=keepdims))
+    if ord == 1:
+        return np.sum(ax, axis=axis, keepdims=keepdims)
+    return np.sum(ax**ord, axis=axis, keepdims=keepdims) ** (1.0 / ord)
+
+
+def _norm_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
+    axes, keep, p = c
+    ge = _unreduce(m, g, x.shape, axes, keep)
+    ae = _unreduce(m, a, x.shape, axes, keep)
+    if p == math.inf:
+        mask = (m.abs(x) == ae) * 1.0
+        return ge * m.sign(x) * mask / m.sum(mask, axis=axes, keepdims=True)
+    if p == 1:
+        return ge * m.sign(x)
+    if p == 2:
+        return ge * m.where(ae == 0, 0.0, x / ae)
+    # sign(x)|x|^(p-1) / ||x||^(p-1), with torch's zero at x = 0 and at an all-zero group
+    scaled = m.where(x == 0, 0.0, m.sign(x) * m.abs(x) ** (p - 1.0))
+    return ge * scaled * m.where(ae == 0, 0.0, ae ** (1.0 - p))
+
+
+NORM = _defop("norm", _norm_fwd, _norm_vjp,
+              doc="g x/||x|| for ord 2; g sign(x)|x|^(p-1)/||x||^(p-1) in general; 0 at 0")
+
+
+def _softmax_fwd(x: Array, axis: int) -> Array:
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+def _log_softmax_fwd(x: Array, axis: int) -> Array:
+    return x - _logsumexp_fwd(x, (axis,), True)
+
+
+SOFTMAX = _defop(
+    "softmax", _softmax_fwd,
+    lambda m, g, a, c, x: a * (g - m.sum(g * a, axis=c, keepdims=True)),
+    doc="s (g - sum(g s)), s = softmax(x)")
+LOG_SOFTMAX = _defop(
+    "log_softmax", _log_softmax_fwd,
+    lambda m, g, a, c, x: g - m.exp(a) * m.sum(g, axis=c, keepdims=True),
+    doc="g - softmax(x) sum(g)")
+
+# ---- shape and indexing: ctx holds the static argument --------------------------------
+RESHAPE = _defop("reshape", lambda x, shape: x.reshape(shape),
+                 lambda m, g, a, c, x: m.reshape(g, x.shape), doc="g reshaped back")
+TRANSPOSE = _defop("transpose", lambda x, axes: x.transpose(axes),
+                   lambda m, g, a, c, x: m.transpose(g, tuple(np.argsort(c))),
+                   doc="g transposed back")
+BROADCAST_TO = _defop("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
+                      lambda m, g, a, c, x: m.sum_to(g, x.shape),
+                      doc="g summed over the broadcast axes")
+SUM_TO = _defop("sum_to", _sum_to_array,
+                lambda m, g, a, c, x: m.broadcast_to(g, x.shape), doc="g broadcast back")
+FLIP = _defop("flip", lambda x, axis: np.flip(x, axis),
+              lambda m, g, a, c, x: m.flip(g, c), doc="g flipped back")
+GETITEM = _defop("getitem", lambda x, key: x[key],
+                 lambda m, g, a, c, x: m.scatter(g, c, x.shape),
+                 doc="g added into zeros at the indexed places (repeats accumulate)")
+SCATTER = _defop("scatter", lambda g, key, shape: _scatter_array(g, key, shape),
+                 lambda m, g, a, c, x: m.getitem(g, c[0]), doc="g indexed")
+
+
+def _concat_vjp(i: int) -> Callable[..., Any]:
+    def vjp(m: Any, g: Any, a: Any, c: Any, *xs: Any) -> Any:
+        axis, offsets = c
+        key = (slice(None),) * axis + (slice(offsets[i], offsets[i + 1]),)
+        return m.getitem(g, key)
+
+    return vjp
+
+
+def _stack_vjp(i: int) -> Callable[..., Any]:
+    def vjp(m: Any, g: Any, a: Any, c: Any, *xs: Any) -> Any:
+        key = (slice(None),) * c + (i,)
+        return m.getitem(g, key)
+
+    return vjp
+
+
+# ---- linear algebra -------------------------------------------------------------------
+MATMUL = _defop(
+    "matmul", np.matmul,
+    lambda m, g, a, c, x, y: m.matmul(g, _swap(y)),
+    lambda m, g, a, c, x, y: m.matmul(_swap(x), g),
+    doc="dA = g B^T, dB = A^T g (batch axes summed back)")
+
+
+def _det_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
+    ge = m.expand_dims(m.expand_dims(g, -1), -1)
+    if m is A:
+        try:
+            return ge * (a[..., None, None] * np.linalg.inv(x).swapaxes(-1, -2))
+        except np.linalg.LinAlgError:
+            return ge * _adjugate_t(x)
+    ae = m.expand_dims(m.expand_dims(a, -1), -1)
+    return ge * ae * _swap(m.inv(x))
+
+
+DET = _defop("det", np.linalg.det, _det_vjp, doc="g det(A) A^-T (the adjugate for singular A)")
+INV = _defop("inv", np.linalg.inv,
+             lambda m, g, a, c, x: -m.matmul(m.matmul(_swap(a), g), _swap(a)),
+             doc="-A^-T g A^-T")
+
+
+def _solve_fwd(a: Array, b: Array) -> Array:
+    return np.linalg.solve(a, b)
+
+
+def _solve_vjp_b(m: Any, g: Any, ans: Any, c: Any, a: Any, b: Any) -> Any:
+    if b.ndim == 1:
+        return m.solve(_swap(a), m.expand_dims(g, -1))[..., 0]
+    return m.solve(_swap(a), g)
+
+
+def _solve_vjp_a(m: Any, g: Any, ans: Any, c: Any, a: Any, b: Any) -> Any:
+    gb = _solve_vjp_b(m, g, ans, c, a, b)
+    if b.ndim == 1:
+        return -(m.expand_dims(gb, -1) * m.expand_dims(ans, -2))
+    return -m.matmul(gb, _swap(ans))
+
+
+SOLVE = _defop("solve", _solve_fwd, _solve_vjp_a, _solve_vjp_b,
+               doc="db = A^-T g, dA = -db x^T")
+
+
+# --------------------------------------------------------------------------------------
+# Public functions (the language's functions and the tensor API)
+# --------------------------------------------------------------------------------------
+
+negative = _unary(NEG)
+absolute = _unary(ABS)
+abs = absolute  # noqa: A001 - the language's name
+sign = _unary(SIGN)
+floor = _unary(FLOOR)
+ceil = _unary(CEIL)
+round = _unary(ROUND)  # noqa: A001
+sqrt = _unary(SQRT)
+square = _unary(SQUARE)
+exp = _unary(EXP)
+expm1 = _unary(EXPM1)
+log = _unary(LOG)
+log2 = _unary(LOG2)
+log10 = _unary(LOG10)
+log1p = _unary(LOG1P)
+sin = _unary(SIN)
+cos = _unary(COS)
+tan = _unary(TAN)
+arcsin = _unary(ARCSIN)
+arccos = _unary(ARCCOS)
+arctan = _unary(ARCTAN)
+sinh = _unary(SINH)
+cosh = _unary(COSH)
+tanh = _unary(TANH)
+arcsinh = _unary(ARCSINH)
+arccosh = _unary(ARCCOSH)
+arctanh = _unary(ARCTANH)
+sigmoid = _unary(SIGMOID)
+relu = _unary(RELU)
+softplus = _unary(SOFTPLUS)
+
+add = _binary(ADD)
+subtract = _binary(SUB)
+multiply = _binary(MUL)
+divide = _binary(DIV)
+power = _binary(POW)
+pow = power  # noqa: A001
+maximum = _binary(MAXIMUM)
+minimum = _binary(MINIMUM)
+arctan2 = _binary(ARCTAN2)
+
+
+def _broadcast_all(name: str, *ts: Tensor) -> None:
+    shapes = [t.data.shape for t in ts]
+    try:
+        shape = np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ShapeError(
+            f"{name}: shapes {', '.join(map(str, shapes))} cannot be broadcast together"
+        ) from None
+    check_size(shape, name)
+
+
+def clip(x: Any, lo: Any, hi: Any) -> Tensor:
+    """Clamp ``x`` into ``[lo, hi]``; the gradient passes where ``lo <= x <= hi`` inclusive."""
+    x = _lift(x)
+    lo, hi = _lift(lo, x), _lift(hi, x)
+    _broadcast_all("clip", x, lo, hi)
+    return _record(CLIP.fwd(x.data, lo.data, hi.data), CLIP, (x, lo, hi))
+
+
+def where(cond: Any, x: Any, y: Any) -> Tensor:
+    """``x`` where ``cond`` is nonzero, else ``y``; no gradient flows to ``cond``."""
+    like = x if isinstance(x, Tensor) else y if isinstance(y, Tensor) else None
+    x, y = _lift(x, like), _lift(y, like)
+    c = _lift(cond, x) if not isinstance(cond, np.ndarray) else _const(cond)
+    _broadcast_all("where", c, x, y)
+    return _record(WHERE.fwd(c.data, x.data, y.data), WHERE, (c, x, y))
+
+
+def _compare(ufunc: Any, x: Any, y: Any) -> Tensor:
+    x = _lift(x, y if isinstance(y, Tensor) else None)
+    y = _lift(y, x)
+    if x.data.shape != y.data.shape:
+        _broadcast_all(ufunc.__name__, x, y)
+    return _const(ufunc(x.data, y.data).astype(x.data.dtype))
+
+
+def less(x: Any, y: Any) -> Tensor:
+    return _compare(np.less, x, y)
+
+
+def less_equal(x: Any, y: Any) -> Tensor:
+    return _compare(np.less_equal, x, y)
+
+
+def greater(x: Any, y: Any) -> Tensor:
+    return _compare(np.greater, x, y)
+
+
+def greater_equal(x: Any, y: Any) -> Tensor:
+    return _compare(np.greater_equal, x, y)
+
+
+def equal(x: Any, y: Any) -> Tensor:
+    return _compare(np.equal, x, y)
+
+
+def not_equal(x: Any, y: Any) -> Tensor:
+    return _compare(np.not_equal, x, y)
+
+
+def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, *extra: Any) -> Tensor:
+    x = _lift(x)
+    axes = normalize_axis(axis, x.data.ndim, op.name)
+    if op in (MAX, MIN) and x.data.size == 0:
+        raise ShapeError(f"{op.name}: cannot reduce an empty tensor (it has no {op.name}imum)")
+    data = op.fwd(x.data, axes, bool(keepdims), *extra)
+    return _record(np.asarray(data, dtype=x.data.dtype), op, (x,), (axes, bool(keepdims), *extra))
+
+
+def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Sum over ``axis`` (None: all axes)."""
+    return _reduce(SUM, x, axis, keepdims)
+
+
+def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
+    """Arithmetic mean over ``axis``."""
+    return _reduce(MEAN, x, axis, keepdims)
+
+
+def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
+    """Product over ``axis``; its gradient is exact when elements are zero."""
+    return _reduce(PROD, x, axis, keepdims)
+
+
+def max(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Largest element over ``axis``; ties share the gradient evenly."""
+    return _reduce(MAX, x, axis, keepdims)
+
+
+def min(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+    """Smallest element over ``axis``; ties share the gradient evenly."""
+    return _reduce(MIN, x, axis, keepdims)
+
+
+amax = max
+amin = min
+
+
+def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
+    """``log(sum(exp(x)))`` computed without overflow."""
+    return _reduce(LOGSUMEXP, x, axis, keepdims)
+
+
+def norm(x: Any, ord: Any = 2, axis: Any = None, keepdims: bool = False) -> Tensor:
+    """Vector p-norm of the reduced elements (``ord`` > 0 or inf)."""
+    p = float(ord) if ord is not None else 2.0
+    if not p > 0:
+        raise InvalidValueError(f"norm: ord must be a positive number or inf, not {ord}")
+    return _reduce(NORM, x, axis, keepdims, p)
+
+
+def var(x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False) -> Tensor:
+    """Variance with ``ddof`` delta degrees of freedom (NumPy's default 0)."""
+    x = _lift(x)
+    axes = normalize_axis(axis, x.data.ndim, "var")
+    n = math.prod(x.data.shape[i] for i in axes)
+    d = x - mean(x, axes, keepdims=True)
+    return sum(d * d, axes, keepdims) / float(n - ddof)
+
+
+def std(x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False) -> Tensor:
+    """Standard deviation: ``sqrt(var(x))``."""
+    return sqrt(var(x, axis, ddof, keepdims))
+
+
+def _one_axis(axis: Any, ndim: int, what: str) -> int:
+    if ndim == 0:
+        raise ShapeError(f"{what}: needs at least one dimension")
+    (a,) = normalize_axis(int(axis), ndim, what)
+    return a
+
+
+def softmax(x: Any, axis: int = -1) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis``, stable for large arguments."""
+    x = _lift(x)
+    a = _one_axis(axis, x.data.ndim, "softmax")
+    return _record(SOFTMAX.fwd(x.data, a), SOFTMAX, (x,), a)
+
+
+def log_softmax(x: Any, axis: int = -1) -> Tensor:
+    """``x - logsumexp(x)`` along ``axis``."""
+    x = _lift(x)
+    a = _one_axis(axis, x.data.ndim, "log_softmax")
+    return _record(LOG_SOFTMAX.fwd(x.data, a), LOG_SOFTMAX, (x,), a)
+
+
+def reshape(x: Any, shape: Any) -> Tensor:
+    """The same elements in a new shape (one dimension may be -1)."""
+    x = _lift(x)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    try:
+        data = x.data.reshape(shape)
+    except ValueError:
+        raise ShapeError(
+            f"reshape: cannot reshape a tensor of shape {x.data.shape} "
+            f"({x.data.size} elements) into shape {shape}"
+        ) from None
+    if data.shape == x.data.shape:
+        return x
+    return _record(data, RESHAPE, (x,))
+
+
+def transpose(x: Any, axes: Any = None) -> Tensor:
+    """Permute the axes (reverse them when ``axes`` is None)."""
+    x = _lift(x)
+    nd = x.data.ndim
+    if axes is None:
+        perm = tuple(range(nd - 1, -1, -1))
+    else:
+        perm = tuple(int(a) % nd if nd else int(a) for a in axes)
+        if sorted(perm) != list(range(nd)):
+            raise ShapeError(f"transpose: axes {tuple(axes)} are not a permutation of {nd} axes")
+    if perm == tuple(range(nd)):
+        return x
+    return _record(x.data.transpose(perm), TRANSPOSE, (x,), perm)
+
+
+def swapaxes(x: Any, a: int, b: int) -> Tensor:
+    x = _lift(x)
+    perm = list(range(x.data.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return transpose(x, perm)
+
+
+def broadcast_to(x: Any, shape: Any) -> Tensor:
+    x = _lift(x)
+    shape = tuple(shape)
+    if x.data.shape == shape:
+        return x
+    check_size(shape, "broadcast_to")
+    return _record(np.broadcast_to(x.data, shape), BROADCAST_TO, (x,))
+
+
+def sum_to(x: Any, shape: Any) -> Tensor:
+    x = _lift(x)
+    shape = tuple(shape)
+    if x.data.shape == shape:
+        return x
+    return _record(_sum_to_array(x.data, shape), SUM_TO, (x,))
+
+
+def flatten(x: Any) -> Tensor:
+    """A 1-D copy of the elements (row-major)."""
+    return reshape(x, (-1,))
+
+
+def squeeze(x: Any, axis: Any = None) -> Tensor:
+    """Remove axes of length one (all of them, or those in ``axis``)."""
+    x = _lift(x)
+    shape = x.data.shape
+    if axis is None:
+        new = tuple(s for s in shape if s != 1)
+    else:
+        axes = normalize_axis(axis, x.data.ndim, "squeeze")
+        for a in axes:
+            if shape[a] != 1:
+                raise ShapeError(f"squeeze: axis {a} has length {shape[a]}, not 1")
+        new = tuple(s for i, s in enumerate(shape) if i not in axes)
+    return reshape(x, new)
+
+
+def expand_dims(x: Any, axis: Any) -> Tensor:
+    """Insert axes of length one at ``axis`` (an int or a tuple, NumPy's rules)."""
+    x = _lift(x)
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    nd = x.data.ndim + len(axes)
+    pos = normalize_axis(axes, nd, "expand_dims")
+    it = iter(x.data.shape)
+    new = tuple(1 if i in pos else next(it) for i in range(nd))
+    return reshape(x, new)
+
+
+def flip(x: Any, axis: Any = None) -> Tensor:
+    """Reverse the order of elements along ``axis`` (all axes when None)."""
+    x = _lift(x)
+    axes = normalize_axis(axis, x.data.ndim, "flip")
+    if not axes:
+        return x
+    return _record(np.flip(x.data, axes), FLIP, (x,), axes)
+
+
+def _as_sequence(seq: Any) -> list[Tensor]:
+    if isinstance(seq, Tensor):
+        if seq.data.ndim == 0:
+            raise ShapeError("expected a sequence of tensors, got a scalar")
+        return [seq[i] for i in range(seq.data.shape[0])]
+    return [_lift(t) for t in seq]
+
+
+def concatenate(seq: Any, axis: int = 0) -> Tensor:
+    """Join tensors along an existing axis (their lengths along it may differ)."""
+    ts = _as_sequence(seq)
+    if not ts:
+        raise ShapeError("concatenate: needs at least one tensor")
+    ts = [_lift(t, ts[0]) for t in ts]
+    nd = ts[0].data.ndim
+    if nd == 0:
+        raise ShapeError("concatenate: zero-dimensional tensors cannot be concatenated")
+    a = normalize_axis(int(axis), nd, "concatenate")[0]
+    for t in ts:
+        s, s0 = t.data.shape, ts[0].data.shape
+        if len(s) != nd or s[:a] + s[a + 1 :] != s0[:a] + s0[a + 1 :]:
+            raise ShapeError(
+                f"concatenate: shapes {s0} and {s} do not match except along axis {a}"
+            )
+    offsets = [0]
+    for t in ts:
+        offsets.append(offsets[-1] + t.data.shape[a])
+    shape = list(ts[0].data.shape)
+    shape[a] = offsets[-1]
+    check_size(shape, "concatenate")
+    op = _seq_op("concatenate", len(ts), _concat_vjp)
+    data = np.concatenate([t.data for t in ts], axis=a)
+    return _record(data, op, tuple(ts), (a, offsets))
+
+
+def stack(seq: Any, axis: int = 0) -> Tensor:
+    """Join tensors of one shape along a new axis."""
+    ts = _as_sequence(seq)
+    if not ts:
+        raise ShapeError("stack: needs at least one tensor")
+    ts = [_lift(t, ts[0]) for t in ts]
+    s0 = ts[0].data.shape
+    for t in ts:
+        if t.data.shape != s0:
+            raise ShapeError(f"stack: all tensors need one shape, got {s0} and {t.data.shape}")
+    a = normalize_axis(int(axis), len(s0) + 1, "stack")[0]
+    check_size((len(ts), *s0), "stack")
+    op = _seq_op("stack", len(ts), _stack_vjp)
+    return _record(np.stack([t.data for t in ts], axis=a), op, tuple(ts), a)
+
+
+_SEQ_OPS: dict[tuple[str, int], Op] = {}
+
+
+def _seq_op(name: str, n: int, make_vjp: Callable[[int], Callable[..., Any]]) -> Op:
+    """Ops of n arguments (concatenate, stack) share one Op per arity."""
+    op = _SEQ_OPS.get((name, n))
+    if op is None:
+        base = OPS.get(name)
+        doc = base.doc if base else "g split back into the pieces"
+        op = Op(name, lambda *xs: np.empty(0), [make_vjp(i) for i in range(n)], doc)
+        OPS.setdefault(name, op)
+        _SEQ_OPS[(name, n)] = op
+    return op
+
+
+def _normalize_key(key: Any, shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """A NumPy index key with integer arrays as int64 arrays; checks bounds early."""
+    k = key if isinstance(key, tuple) else (key,)
+    out: list[Any] = []
+    for part in k:
+        if isinstance(part, Tensor):
+            part = part.data
+        if isinstance(part, (list, np.ndarray)):
+            arr = np.asarray(part)
+            if arr.dtype.kind == "f":
+                if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+                    raise InvalidValueError("index: indices must be whole numbers")
+                arr = arr.astype(np.int64)
+            elif arr.dtype.kind == "b":
+                pass
+            elif arr.dtype.kind not in "iu":
+                raise InvalidValueError("index: indices must be whole numbers")
+            out.append(arr)
+        elif isinstance(part, float):
+            if not part.is_integer():
+                raise InvalidValueError(f"index: {part} is not a whole number")
+            out.append(int(part))
+        else:
+            out.append(part)
+    return tuple(out)
+
+
+def getitem(x: Any, key: Any) -> Tensor:
+    """NumPy indexing (basic, integer lists, ``None``, ``...``); repeated indices accumulate."""
+    x = _lift(x)
+    k = _normalize_key(key, x.data.shape)
+    try:
+        data = x.data[k]
+    except IndexError as e:
+        raise ShapeError(f"index: {e}") from None
+    return _record(np.asarray(data), GETITEM, (x,), k)
+
+
+def scatter(g: Any, key: Any, shape: Any) -> Tensor:
+    """Zeros of ``shape`` with ``g`` added at ``key`` (the adjoint of indexing)."""
+    g = _lift(g)
+    return _record(_scatter_array(g.data, key, tuple(shape)), SCATTER, (g,), (key, tuple(shape)))
+
+
+def _matmul2(x: Tensor, y: Tensor) -> Tensor:
+    xs, ys = x.data.shape, y.data.shape
+    if xs[-1] != ys[-2]:
+        raise ShapeError(
+            f"matmul: shapes {xs} and {ys} do not fit (inner dimensions {xs[-1]} and {ys[-2]})"
+        )
+    try:
+        batch = np.broadcast_shapes(xs[:-2], ys[:-2])
+    except ValueError:
+        raise ShapeError(f"matmul: batch shapes of {xs} and {ys} cannot be broadcast") from None
+    check_size((*batch, xs[-2], ys[-1]), "matmul")
+    return _record(np.matmul(x.data, y.data), MATMUL, (x, y))
+
+
+def matmul(x: Any, y: Any) -> Tensor:
+    """Matrix product with NumPy's rules (1-D operands are promoted, then squeezed)."""
+    x = _lift(x, y if isinstance(y, Tensor) else None)
+    y = _lift(y, x)
+    if x.data.ndim == 0 or y.data.ndim == 0:
+        raise ShapeError(
+            f"matmul: needs tensors of at least one dimension, got shapes {x.data.shape} and "
+            f"{y.data.shape} (use * for scalars)"
+        )
+    xv, yv = x.data.ndim == 1, y.data.ndim == 1
+    if xv and yv:
+        if x.data.shape != y.data.shape:
+            raise ShapeError(f"matmul: shapes {x.data.shape} and {y.data.shape} do not fit")
+        return sum(x * y)
+    xm = reshape(x, (1, x.data.shape[0])) if xv else x
+    ym = reshape(y, (y.data.shape[0], 1)) if yv else y
+    try:
+        out = _matmul2(xm, ym)
+    except ShapeError:
+        raise ShapeError(
+            f"matmul: shapes {x.data.shape} and {y.data.shape} do not fit"
+        ) from None
+    if xv:
+        out = reshape(out, out.data.shape[:-2] + out.data.shape[-1:])
+    elif yv:
+        out = reshape(out, out.data.shape[:-1])
+    return out
+
+
+def dot(x: Any, y: Any) -> Tensor:
+    """Dot product of 1-D or 2-D tensors (a scalar operand multiplies)."""
+    x = _lift(x, y if isinstance(y, Tensor) else None)
+    y = _lift(y, x)
+    if x.data.ndim == 0 or y.data.ndim == 0:
+        return x * y
+    if x.data.ndim > 2 or y.data.ndim > 2:
+        raise ShapeError(
+            f"dot: supports 1-D and 2-D tensors, got shapes {x.data.shape} and {y.data.shape}"
+            " (use matmul for batches)"
+        )
+    return matmul(x, y)
+
+
+def outer(x: Any, y: Any) -> Tensor:
+    """Outer product of the flattened inputs."""
+    x, y = flatten(_lift(x)), flatten(_lift(y))
+    check_size((x.data.size, y.data.size), "outer")
+    return reshape(x, (-1, 1)) * reshape(y, (1, -1))
+
+
+def _diag_indices(n_rows: int, n_cols: int, k: int) -> tuple[Array, Array]:
+    i = np.arange(builtins.max(0, builtins.min(n_rows, n_cols - k) if k >= 0 else builtins.min(n_rows + k, n_cols)))
+    return (i, i + k) if k >= 0 else (i - k, i)
+
+
+def diag(x: Any, k: int = 0) -> Tensor:
+    """NumPy's ``diag``: a 1-D tensor becomes a diagonal matrix; a 2-D one gives its diagonal."""
+    x = _lift(x)
+    k = int(k)
+    if x.data.ndim == 1:
+        n = x.data.shape[0] + builtins.abs(k)
+        check_size((n, n), "diag")
+        rows, cols = _diag_indices(n, n, k)
+        return scatter(x, (rows, cols), (n, n))
+    if x.data.ndim == 2:
+        rows, cols = _diag_indices(*x.data.shape, k)
+        return getitem(x, (rows, cols))
+    raise ShapeError(f"diag: needs a 1-D or 2-D tensor, got shape {x.data.shape}")
+
+
+def trace(x: Any) -> Tensor:
+    """Sum of the main diagonal (over the first two axes, as NumPy)."""
+    x = _lift(x)
+    if x.data.ndim < 2:
+        raise ShapeError(f"trace: needs at least 2 dimensions, got shape {x.data.shape}")
+    rows, cols = _diag_indices(x.data.shape[0], x.data.shape[1], 0)
+    return sum(getitem(x, (rows, cols)), axis=0)
+
+
+def _square_matrix(x: Tensor, what: str) -> None:
+    s = x.data.shape
+    if x.data.ndim < 2 or s[-1] != s[-2]:
+        raise ShapeError(f"{what}: needs a square matrix (or a batch of them), got shape {s}")
+
+
+def det(x: Any) -> Tensor:
+    """Determinant of a square matrix (batched over leading axes)."""
+    x = _lift(x)
+    _square_matrix(x, "det")
+    return _record(np.asarray(np.linalg.det(x.data), dtype=x.data.dtype), DET, (x,))
+
+
+def inv(x: Any) -> Tensor:
+    """Inverse of a square matrix; a singular matrix is a domain error."""
+    x = _lift(x)
+    _square_matrix(x, "inv")
+    try:
+        data = np.linalg.inv(x.data)
+    except np.linalg.LinAlgError:
+        raise DomainError("inv: the matrix is singular (it has no inverse)") from None
+    return _record(data, INV, (x,))
+
+
+def solve(a: Any, b: Any) -> Tensor:
+    """``x`` with ``a @ x == b`` (NumPy 2 rules: a 1-D ``b`` is a vector)."""
+    a = _lift(a, b if isinstance(b, Tensor) else None)
+    b = _lift(b, a)
+    _square_matrix(a, "solve")
+    n = a.data.shape[-1]
+    if b.data.ndim == 0 or (b.data.shape[-1] if b.data.ndim == 1 else b.data.shape[-2]) != n:
+        raise ShapeError(f"solve: shapes {a.data.shape} and {b.data.shape} do not fit")
+    try:
+        data = np.linalg.solve(a.data, b.data)
+    except np.linalg.LinAlgError:
+        raise DomainError("solve: the matrix is singular") from None
+    except ValueError:
+        raise ShapeError(f"solve: shapes {a.data.shape} and {b.data.shape} do not fit") from None
+    return _record(data, SOLVE, (a, b))
+
+
+def zeros_like(x: Any) -> Any:
+    if isinstance(x, Tensor):
+        return _const(np.zeros_like(x.data))
+    return np.zeros_like(x)
+
+
+def _others_prod_tensor(x: Tensor, axes: tuple[int, ...]) -> Tensor:
+    """For tensors: the product of the other elements of each element's group, built from
+    differentiable primitives (quadratic in the group size; used only for higher order)."""
+    keep = [i for i in range(x.ndim) if i not in axes]
+    perm = keep + list(axes)
+    xt = transpose(x, perm)
+    lead = xt.shape[: len(keep)]
+    flat = reshape(xt, (*lead, -1))
+    n = flat.shape[-1]
+    eye_ = _const(np.eye(n, dtype=x.dtype))
+    rows = where(eye_, 1.0, expand_dims(flat, -2))
+    others = prod(rows, axis=-1)
+    return transpose(reshape(others, xt.shape), tuple(np.argsort(perm)))
+
+
+# --------------------------------------------------------------------------------------
+# Constructors (constants: they never require grad)
+# --------------------------------------------------------------------------------------
+
+
+def _shape_arg(shape: Any, what: str) -> tuple[int, ...]:
+    dims = (shape,) if isinstance(shape, (int, float, np.integer, np.floating)) else tuple(shape)
+    out = []
+    for d in dims:
+        if isinstance(d, Tensor):
+            d = d.item()
+        fd = float(d)
+        if not math.isfinite(fd) or not fd.is_integer() or fd < 0:
+            raise InvalidValueError(f"{what}: a dimension must be a whole number >= 0, not {d}")
+        out.append(int(fd))
+    check_size(out, what)
+    return tuple(out)
+
+
+def zeros(shape: Any, dtype: Any = np.float64) -> Tensor:
+    return _const(np.zeros(_shape_arg(shape, "zeros"), dtype=dtype))
+
+
+def ones(shape: Any, dtype: Any = np.float64) -> Tensor:
+    return _const(np.ones(_shape_arg(shape, "ones"), dtype=dtype))
+
+
+def full(shape: Any, value: Any, dtype: Any = np.float64) -> Tensor:
+    v = value.data if isinstance(value, Tensor) else value
+    return _const(np.full(_shape_arg(shape, "full"), v, dtype=dtype))
+
+
+def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = np.float64) -> Tensor:
+    rows, cols = _shape_arg((n, n if m is None else m), "eye")
+    return _const(np.eye(rows, cols, int(k), dtype=dtype))
+
+
+def arange(start: float, stop: float | None = None, step: float = 1.0, dtype: Any = np.float64) -> Tensor:
+    if stop is None:
+        start, stop = 0.0, start
+    if step == 0 or not all(math.isfinite(v) for v in (start, stop, step)):
+        raise InvalidValueError("arange: start, stop and step must be finite and step nonzero")
+    n = builtins.max(0, math.ceil((stop - start) / step))
+    check_size((n,), "arange")
+    return _const(np.arange(start, stop, step, dtype=dtype))
+
+
+def linspace(start: float, stop: float, num: Any = 50, dtype: Any = np.float64) -> Tensor:
+    (n,) = _shape_arg((num,), "linspace")
+    return _const(np.linspace(start, stop, n, dtype=dtype))
+
+
+def rand(shape: Any, rng: np.random.Generator, dtype: Any = np.float64) -> Tensor:
+    return _const(rng.random(_shape_arg(shape, "rand")).astype(dtype, copy=False))
+
+
+def randn(shape: Any, rng: np.random.Generator, dtype: Any = np.float64) -> Tensor:
+    return _const(rng.standard_normal(_shape_arg(shape, "randn")).astype(dtype, copy=False))
+
+
+def generator(seed: int) -> np.random.Generator:
+    """The random generator of one program (``numpy.random.default_rng``)."""
+    return np.random.default_rng(seed)
+
+
+def constant(value: float, dtype: Any = np.float64) -> Tensor:
+    """A 0-d constant tensor (numbers of the language)."""
+    return _const(np.asarray(value, dtype=dtype))
+
+
+def as_array(value: Any, dtype: Any = np.float64) -> Array:
+    """A float array of ``dtype`` from numbers, nested lists or arrays."""
+    return np.asarray(value, dtype=dtype)
+
+
+# --------------------------------------------------------------------------------------
+# The two namespaces the rules run on
+# --------------------------------------------------------------------------------------
+
+
+class _ArrayNamespace:
+    """What a rule's ``m`` offers when it runs on plain arrays (first-order backward)."""
+
+    sign = staticmethod(np.sign)
+    cos = staticmethod(np.cos)
+    sin = staticmethod(np.sin)
+    cosh = staticmethod(np.cosh)
+    sinh = staticmethod(np.sinh)
+    sqrt = staticmethod(np.sqrt)
+    exp = staticmethod(np.exp)
+    log = staticmethod(np.log)
+    abs = staticmethod(np.abs)
+    sigmoid = staticmethod(_sigmoid_fwd)
+    maximum = staticmethod(np.maximum)
+    matmul = staticmethod(np.matmul)
+    reshape = staticmethod(np.reshape)
+    transpose = staticmethod(np.transpose)
+    flip = staticmethod(np.flip)
+    expand_dims = staticmethod(np.expand_dims)
+    zeros_like = staticmethod(np.zeros_like)
+    broadcast_to = staticmethod(np.broadcast_to)
+    sum_to = staticmethod(_sum_to_array)
+    scatter = staticmethod(_scatter_array)
+    solve = staticmethod(np.linalg.solve)
+    inv = staticmethod(np.linalg.inv)
+
+    @staticmethod
+    def where(c: Any, x: Any, y: Any) -> Array:
+        return np.where(c, x, y)
+
+    @staticmethod
+    def sum(x: Array, axis: Any = None, keepdims: bool = False) -> Array:
+        return np.sum(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def getitem(x: Array, key: Any) -> Array:
+        return x[key]
+
+
+class _TensorNamespace:
+    """What a rule's ``m`` offers on tensors: the same names, recorded in the graph."""
+
+    sign = staticmethod(sign)
+    cos = staticmethod(cos)
+    sin = staticmethod(sin)
+    cosh = staticmethod(cosh)
+    sinh = staticmethod(sinh)
+    sqrt = staticmethod(sqrt)
+    exp = staticmethod(exp)
+    log = staticmethod(log)
+    abs = staticmethod(absolute)
+    sigmoid = staticmethod(sigmoid)
+    maximum = staticmethod(maximum)
+    matmul = staticmethod(matmul)
+    reshape = staticmethod(reshape)
+    transpose = staticmethod(transpose)
+    flip = staticmethod(flip)
+    expand_dims = staticmethod(expand_dims)
+    zeros_like = staticmethod(zeros_like)
+    broadcast_to = staticmethod(broadcast_to)
+    sum_to = staticmethod(sum_to)
+    scatter = staticmethod(scatter)
+    solve = staticmethod(solve)
+    inv = staticmethod(inv)
+    where = staticmethod(where)
+    sum = staticmethod(sum)
+    getitem = staticmethod(getitem)
+
+
+A = _ArrayNamespace
+T = _TensorNamespace
+
+
+def iter_ops() -> Iterable[Op]:
+    """Every primitive with its derivative rule (for ``gradcli functions``)."""
+    return OPS.values()
