@@ -5,10 +5,18 @@ The CLI is built on this same function, so a script and a shell user get the sam
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from . import engine as E
+from .errors import InputError, NamingError, ShapeError
+from .language import FUNCTIONS, compile_program, suggest
+
+DTYPES = ("float64", "float32")
 
 
 @dataclass
@@ -55,8 +63,168 @@ class Result:
                 for name, value in self.inputs.items()
             },
             "intermediates": {
-                name: {"shape": list(value.shape), "value": json_array(value), "grad": json_array(grad)}
+                name: {
+                    "shape": list(value.shape),
+                    "value": json_array(value),
+                    "grad": json_array(grad),
+                }
                 for name, (value, grad) in self.intermediates.items()
             },
             "clip": self.clip,
         }
+
+
+def check_dtype(dtype: Any) -> str:
+    name = str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype
+    if name not in DTYPES:
+        raise InputError(f"unknown dtype {dtype!r}: use float64 or float32")
+    return name
+
+
+def check_norm_type(norm_type: Any) -> float:
+    """``norm_type`` as a float: a positive number, ``inf``, ``"inf"`` or ``"Infinity"``."""
+    if isinstance(norm_type, str):
+        spelled = norm_type.strip().lower()
+        if spelled in ("inf", "infinity", "+inf"):
+            return math.inf
+        try:
+            norm_type = float(spelled)
+        except ValueError:
+            raise InputError(
+                f"norm_type must be a positive number or inf, not {norm_type!r}"
+            ) from None
+    if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)):
+        raise InputError(f"norm_type must be a positive number or inf, not {norm_type!r}")
+    p = float(norm_type)
+    if not p > 0:
+        raise InputError(f"norm_type must be a positive number or inf, not {norm_type!r}")
+    return p
+
+
+def _check_limit(value: Any, what: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{what} must be a number, not {value!r}")
+    v = float(value)
+    if not math.isfinite(v) or v < 0:
+        raise InputError(f"{what} must be a finite number >= 0, not {value!r}")
+    return v
+
+
+def evaluate(
+    expr: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    wrt: Iterable[str] | None = None,
+    grad_output: Any = None,
+    clip_norm: float | None = None,
+    norm_type: Any = 2.0,
+    clip_value: float | None = None,
+    dtype: Any = "float64",
+    seed: int = 0,
+    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    id: Any = None,
+) -> Result:
+    """Evaluate ``expr`` on ``inputs`` and backpropagate, as ``gradcli eval`` does.
+
+    ``inputs`` maps names to numbers, nested lists or arrays. A non-scalar output without
+    ``grad_output`` is reduced with ``sum`` first (``Result.reduction == "sum"``), as the
+    tutorial's ``z.sum().backward()``. Errors raise subclasses of ``GradcliError``.
+
+    >>> r = evaluate("a*b+b", {"a": [3, 4], "b": [5, 6]})
+    >>> r.value.tolist(), r.grads["a"].tolist(), r.grads["b"].tolist()
+    ([20.0, 30.0], [5.0, 6.0], [4.0, 5.0])
+    """
+    from .io import value_from_json
+
+    dtype = check_dtype(dtype)
+    clip_norm = _check_limit(clip_norm, "clip_norm")
+    clip_value = _check_limit(clip_value, "clip_value")
+    if clip_norm is not None and clip_value is not None:
+        raise InputError("clip_norm and clip_value cannot be used together: choose one")
+    p = check_norm_type(norm_type)
+    if not isinstance(max_elements, int) or max_elements < 1:
+        raise InputError(f"max_elements must be a whole number >= 1, not {max_elements!r}")
+    if not isinstance(expr, str):
+        raise InputError("expr must be a string")
+
+    inputs = dict(inputs or {})
+    for name in inputs:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise InputError(f"input name {name!r} is not a valid name (an identifier)")
+    wanted = list(inputs) if wrt is None else list(wrt)
+    for name in wanted:
+        if name not in inputs:
+            raise NamingError(f"--wrt names `{name}`, which is not an input{suggest(name, inputs)}")
+
+    program = compile_program(expr)
+    with E.element_limit(max_elements), E.floating_errors() as fp:
+        values = {
+            name: value_from_json(v, name=name, dtype=dtype, max_elements=max_elements)
+            for name, v in inputs.items()
+        }
+        leaves = {name: E.from_numpy(v, requires_grad=name in wanted) for name, v in values.items()}
+        ev = program.run(leaves, dtype=dtype, seed=seed)
+        out = ev.output
+        reduction = None
+        if grad_output is not None:
+            g = value_from_json(grad_output, name="grad_output", dtype=dtype)
+            if g.shape != out.shape:
+                raise ShapeError(
+                    f"grad_output has shape {g.shape} but the output has shape {out.shape}"
+                )
+            root, seed_grad = out, g
+        elif out.ndim > 0:
+            root, seed_grad, reduction = E.sum(out), None, "sum"
+        else:
+            root, seed_grad = out, None
+        if root.requires_grad:
+            root.backward(seed_grad)
+
+    grads: dict[str, np.ndarray | None] = {}
+    for name, leaf in leaves.items():
+        if name not in wanted:
+            grads[name] = None
+        else:
+            grads[name] = leaf.grad.data if leaf.grad is not None else np.zeros_like(leaf.data)
+    clip: dict[str, float] | None = None
+    asked = [g for g in grads.values() if g is not None]
+    if clip_norm is not None:
+        total, scale = E.clip_by_norm(asked, clip_norm, p)
+        clip = {"max_norm": clip_norm, "norm_type": p, "total_norm": total, "scale": scale}
+    elif clip_value is not None:
+        E.clip_by_value(asked, clip_value)
+        clip = {"clip_value": clip_value}
+
+    intermediates: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+    for name, t in ev.bindings.items():
+        if t.requires_grad:
+            g_b = t.grad.data if t.grad is not None else np.zeros_like(t.data)
+        else:
+            g_b = None
+        intermediates[name] = (t.data, g_b)
+
+    warnings = fp.messages()
+    if ev.literal_overflow:
+        warnings.append("a number in the program is too large for a float and became inf")
+    if not E.all_finite(out.data):
+        warnings.append("the output has non-finite values (nan or inf)")
+    bad = [n for n, g in grads.items() if g is not None and not E.all_finite(g)]
+    if bad:
+        warnings.append("non-finite gradient for " + ", ".join(bad))
+
+    return Result(
+        expr=expr,
+        value=out.data,
+        inputs=values,
+        grads=grads,
+        intermediates=intermediates,
+        reduction=reduction,
+        clip=clip,
+        id=id,
+        warnings=warnings,
+    )
+
+
+__all__ = ["FUNCTIONS", "Result", "evaluate"]

@@ -102,7 +102,11 @@ class Op:
     __slots__ = ("doc", "fwd", "name", "vjps")
 
     def __init__(
-        self, name: str, fwd: Callable[..., Array], vjps: Sequence[Callable[..., Any] | None], doc: str
+        self,
+        name: str,
+        fwd: Callable[..., Array],
+        vjps: Sequence[Callable[..., Any] | None],
+        doc: str,
     ) -> None:
         self.name = name
         self.fwd = fwd
@@ -116,7 +120,16 @@ OPS: dict[str, Op] = {}
 class Tensor:
     """An n-dimensional array that records the operations made on it, for backpropagation."""
 
-    __slots__ = ("_ctx", "_op", "_parents", "_retains_grad", "data", "grad", "label", "requires_grad")
+    __slots__ = (
+        "_ctx",
+        "_op",
+        "_parents",
+        "_retains_grad",
+        "data",
+        "grad",
+        "label",
+        "requires_grad",
+    )
     __array_ufunc__ = None  # make ndarray (op) Tensor defer to Tensor's reflected operators
 
     data: Array
@@ -279,16 +292,16 @@ class Tensor:
         return getitem(self, key)
 
     # Comparisons give 1.0 / 0.0 and pass no gradient.
-    def __lt__(self, other: Any) -> Tensor:  # type: ignore[override]
+    def __lt__(self, other: Any) -> Tensor:
         return _compare(np.less, self, other)
 
-    def __le__(self, other: Any) -> Tensor:  # type: ignore[override]
+    def __le__(self, other: Any) -> Tensor:
         return _compare(np.less_equal, self, other)
 
-    def __gt__(self, other: Any) -> Tensor:  # type: ignore[override]
+    def __gt__(self, other: Any) -> Tensor:
         return _compare(np.greater, self, other)
 
-    def __ge__(self, other: Any) -> Tensor:  # type: ignore[override]
+    def __ge__(self, other: Any) -> Tensor:
         return _compare(np.greater_equal, self, other)
 
     def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
@@ -483,7 +496,7 @@ def grad(
         raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
     found = _backprop(outputs, g, create_graph, ins) or []
     result: list[Tensor | None] = []
-    for t, gi in zip(ins, found):
+    for t, gi in zip(ins, found, strict=True):
         if gi is None:
             result.append(None)
         elif create_graph:
@@ -587,7 +600,7 @@ def _adjugate_t(x: Array) -> Array:
 # --------------------------------------------------------------------------------------
 
 
-def _defop(name: str, fwd: Callable[..., Array], *vjps: Callable[..., Any] | None, doc: str) -> Op:
+def _defop(name: str, fwd: Callable[..., Any], *vjps: Callable[..., Any] | None, doc: str) -> Op:
     op = Op(name, fwd, vjps, doc)
     OPS[name] = op
     return op
@@ -652,7 +665,8 @@ SIGN = _defop("sign", np.sign, _zero, doc="0")
 FLOOR = _defop("floor", np.floor, _zero, doc="0")
 CEIL = _defop("ceil", np.ceil, _zero, doc="0")
 ROUND = _defop("round", np.round, _zero, doc="0")
-SQRT = _defop("sqrt", np.sqrt, lambda m, g, a, c, x: g / (a * 2.0), doc="g / (2 sqrt(x))  (inf at 0)")
+SQRT = _defop("sqrt", np.sqrt, lambda m, g, a, c, x: g / (a * 2.0),
+              doc="g / (2 sqrt(x))  (inf at 0)")
 SQUARE = _defop("square", np.square, lambda m, g, a, c, x: g * (x * 2.0), doc="2 x g")
 EXP = _defop("exp", np.exp, lambda m, g, a, c, x: g * a, doc="g * exp(x)")
 EXPM1 = _defop("expm1", np.expm1, lambda m, g, a, c, x: g * (a + 1.0), doc="g * exp(x)")
@@ -730,7 +744,7 @@ WHERE = _defop(
 
 
 # ---- reductions: ctx = (axes, keepdims) ----------------------------------------------
-def _reduction(name: str, fwd: Callable[..., Array], vjp: Callable[..., Any], doc: str) -> Op:
+def _reduction(name: str, fwd: Callable[..., Any], vjp: Callable[..., Any], doc: str) -> Op:
     return _defop(name, fwd, vjp, doc=doc)
 
 
@@ -774,16 +788,36 @@ def _logsumexp_fwd(x: Array, axis: tuple[int, ...], keepdims: bool) -> Array:
     return out if keepdims else out.reshape([s for i, s in enumerate(x.shape) if i not in axis])
 
 
-SUM = _reduction("sum", lambda x, axis, keepdims: np.sum(x, axis=axis, keepdims=keepdims),
-                 _sum_vjp, "g broadcast back over the reduced axes")
-MEAN = _reduction("mean", lambda x, axis, keepdims: np.mean(x, axis=axis, keepdims=keepdims),
-                  _mean_vjp, "g / n broadcast back over the reduced axes")
-PROD = _reduction("prod", lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims),
-                  _prod_vjp, "g times the product of the other elements (exact with zeros)")
-MAX = _reduction("max", lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims),
-                 _extreme_vjp, "g split evenly among the elements equal to the maximum")
-MIN = _reduction("min", lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims),
-                 _extreme_vjp, "g split evenly among the elements equal to the minimum")
+SUM = _reduction(
+    "sum",
+    lambda x, axis, keepdims: np.sum(x, axis=axis, keepdims=keepdims),
+    _sum_vjp,
+    "g broadcast back over the reduced axes",
+)
+MEAN = _reduction(
+    "mean",
+    lambda x, axis, keepdims: np.mean(x, axis=axis, keepdims=keepdims),
+    _mean_vjp,
+    "g / n broadcast back over the reduced axes",
+)
+PROD = _reduction(
+    "prod",
+    lambda x, axis, keepdims: np.prod(x, axis=axis, keepdims=keepdims),
+    _prod_vjp,
+    "g times the product of the other elements (exact with zeros)",
+)
+MAX = _reduction(
+    "max",
+    lambda x, axis, keepdims: np.max(x, axis=axis, keepdims=keepdims),
+    _extreme_vjp,
+    "g split evenly among the elements equal to the maximum",
+)
+MIN = _reduction(
+    "min",
+    lambda x, axis, keepdims: np.min(x, axis=axis, keepdims=keepdims),
+    _extreme_vjp,
+    "g split evenly among the elements equal to the minimum",
+)
 LOGSUMEXP = _reduction("logsumexp", _logsumexp_fwd, _logsumexp_vjp, "g softmax(x)")
 
 
@@ -814,8 +848,12 @@ def _norm_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
     return ge * scaled * m.where(ae == 0, 0.0, ae ** (1.0 - p))
 
 
-NORM = _defop("norm", _norm_fwd, _norm_vjp,
-              doc="g x/||x|| for ord 2; g sign(x)|x|^(p-1)/||x||^(p-1) in general; 0 at 0")
+NORM = _defop(
+    "norm",
+    _norm_fwd,
+    _norm_vjp,
+    doc="g x/||x|| for ord 2; g sign(x)|x|^(p-1)/||x||^(p-1) in general; 0 at 0",
+)
 
 
 def _softmax_fwd(x: Array, axis: int) -> Array:
@@ -828,32 +866,61 @@ def _log_softmax_fwd(x: Array, axis: int) -> Array:
 
 
 SOFTMAX = _defop(
-    "softmax", _softmax_fwd,
+    "softmax",
+    _softmax_fwd,
     lambda m, g, a, c, x: a * (g - m.sum(g * a, axis=c, keepdims=True)),
-    doc="s (g - sum(g s)), s = softmax(x)")
+    doc="s (g - sum(g s)), s = softmax(x)",
+)
 LOG_SOFTMAX = _defop(
-    "log_softmax", _log_softmax_fwd,
+    "log_softmax",
+    _log_softmax_fwd,
     lambda m, g, a, c, x: g - m.exp(a) * m.sum(g, axis=c, keepdims=True),
-    doc="g - softmax(x) sum(g)")
+    doc="g - softmax(x) sum(g)",
+)
 
 # ---- shape and indexing: ctx holds the static argument --------------------------------
-RESHAPE = _defop("reshape", lambda x, shape: x.reshape(shape),
-                 lambda m, g, a, c, x: m.reshape(g, x.shape), doc="g reshaped back")
-TRANSPOSE = _defop("transpose", lambda x, axes: x.transpose(axes),
-                   lambda m, g, a, c, x: m.transpose(g, tuple(np.argsort(c))),
-                   doc="g transposed back")
-BROADCAST_TO = _defop("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
-                      lambda m, g, a, c, x: m.sum_to(g, x.shape),
-                      doc="g summed over the broadcast axes")
-SUM_TO = _defop("sum_to", _sum_to_array,
-                lambda m, g, a, c, x: m.broadcast_to(g, x.shape), doc="g broadcast back")
-FLIP = _defop("flip", lambda x, axis: np.flip(x, axis),
-              lambda m, g, a, c, x: m.flip(g, c), doc="g flipped back")
-GETITEM = _defop("getitem", lambda x, key: x[key],
-                 lambda m, g, a, c, x: m.scatter(g, c, x.shape),
-                 doc="g added into zeros at the indexed places (repeats accumulate)")
-SCATTER = _defop("scatter", lambda g, key, shape: _scatter_array(g, key, shape),
-                 lambda m, g, a, c, x: m.getitem(g, c[0]), doc="g indexed")
+RESHAPE = _defop(
+    "reshape",
+    lambda x, shape: x.reshape(shape),
+    lambda m, g, a, c, x: m.reshape(g, x.shape),
+    doc="g reshaped back",
+)
+TRANSPOSE = _defop(
+    "transpose",
+    lambda x, axes: x.transpose(axes),
+    lambda m, g, a, c, x: m.transpose(g, tuple(np.argsort(c))),
+    doc="g transposed back",
+)
+BROADCAST_TO = _defop(
+    "broadcast_to",
+    lambda x, shape: np.broadcast_to(x, shape),
+    lambda m, g, a, c, x: m.sum_to(g, x.shape),
+    doc="g summed over the broadcast axes",
+)
+SUM_TO = _defop(
+    "sum_to",
+    _sum_to_array,
+    lambda m, g, a, c, x: m.broadcast_to(g, x.shape),
+    doc="g broadcast back",
+)
+FLIP = _defop(
+    "flip",
+    lambda x, axis: np.flip(x, axis),
+    lambda m, g, a, c, x: m.flip(g, c),
+    doc="g flipped back",
+)
+GETITEM = _defop(
+    "getitem",
+    lambda x, key: x[key],
+    lambda m, g, a, c, x: m.scatter(g, c, x.shape),
+    doc="g added into zeros at the indexed places (repeats accumulate)",
+)
+SCATTER = _defop(
+    "scatter",
+    lambda g, key, shape: _scatter_array(g, key, shape),
+    lambda m, g, a, c, x: m.getitem(g, c[0]),
+    doc="g indexed",
+)
 
 
 def _concat_vjp(i: int) -> Callable[..., Any]:
@@ -875,10 +942,12 @@ def _stack_vjp(i: int) -> Callable[..., Any]:
 
 # ---- linear algebra -------------------------------------------------------------------
 MATMUL = _defop(
-    "matmul", np.matmul,
+    "matmul",
+    np.matmul,
     lambda m, g, a, c, x, y: m.matmul(g, _swap(y)),
     lambda m, g, a, c, x, y: m.matmul(_swap(x), g),
-    doc="dA = g B^T, dB = A^T g (batch axes summed back)")
+    doc="dA = g B^T, dB = A^T g (batch axes summed back)",
+)
 
 
 def _det_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
@@ -893,9 +962,12 @@ def _det_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
 
 
 DET = _defop("det", np.linalg.det, _det_vjp, doc="g det(A) A^-T (the adjugate for singular A)")
-INV = _defop("inv", np.linalg.inv,
-             lambda m, g, a, c, x: -m.matmul(m.matmul(_swap(a), g), _swap(a)),
-             doc="-A^-T g A^-T")
+INV = _defop(
+    "inv",
+    np.linalg.inv,
+    lambda m, g, a, c, x: -m.matmul(m.matmul(_swap(a), g), _swap(a)),
+    doc="-A^-T g A^-T",
+)
 
 
 def _solve_fwd(a: Array, b: Array) -> Array:
@@ -915,8 +987,7 @@ def _solve_vjp_a(m: Any, g: Any, ans: Any, c: Any, a: Any, b: Any) -> Any:
     return -m.matmul(gb, _swap(ans))
 
 
-SOLVE = _defop("solve", _solve_fwd, _solve_vjp_a, _solve_vjp_b,
-               doc="db = A^-T g, dA = -db x^T")
+SOLVE = _defop("solve", _solve_fwd, _solve_vjp_a, _solve_vjp_b, doc="db = A^-T g, dA = -db x^T")
 
 
 # --------------------------------------------------------------------------------------
@@ -925,11 +996,11 @@ SOLVE = _defop("solve", _solve_fwd, _solve_vjp_a, _solve_vjp_b,
 
 negative = _unary(NEG)
 absolute = _unary(ABS)
-abs = absolute  # noqa: A001 - the language's name
+abs = absolute
 sign = _unary(SIGN)
 floor = _unary(FLOOR)
 ceil = _unary(CEIL)
-round = _unary(ROUND)  # noqa: A001
+round = _unary(ROUND)
 sqrt = _unary(SQRT)
 square = _unary(SQUARE)
 exp = _unary(EXP)
@@ -959,7 +1030,7 @@ subtract = _binary(SUB)
 multiply = _binary(MUL)
 divide = _binary(DIV)
 power = _binary(POW)
-pow = power  # noqa: A001
+pow = power
 maximum = _binary(MAXIMUM)
 minimum = _binary(MINIMUM)
 arctan2 = _binary(ARCTAN2)
@@ -1034,7 +1105,7 @@ def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, *extra: Any) -> Tensor:
     return _record(np.asarray(data, dtype=x.data.dtype), op, (x,), (axes, bool(keepdims), *extra))
 
 
-def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """Sum over ``axis`` (None: all axes)."""
     return _reduce(SUM, x, axis, keepdims)
 
@@ -1049,12 +1120,12 @@ def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     return _reduce(PROD, x, axis, keepdims)
 
 
-def max(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def max(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """Largest element over ``axis``; ties share the gradient evenly."""
     return _reduce(MAX, x, axis, keepdims)
 
 
-def min(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:  # noqa: A001
+def min(x: Any, axis: Any = None, keepdims: bool = False) -> Tensor:
     """Smallest element over ``axis``; ties share the gradient evenly."""
     return _reduce(MIN, x, axis, keepdims)
 
@@ -1227,9 +1298,7 @@ def concatenate(seq: Any, axis: int = 0) -> Tensor:
     for t in ts:
         s, s0 = t.data.shape, ts[0].data.shape
         if len(s) != nd or s[:a] + s[a + 1 :] != s0[:a] + s0[a + 1 :]:
-            raise ShapeError(
-                f"concatenate: shapes {s0} and {s} do not match except along axis {a}"
-            )
+            raise ShapeError(f"concatenate: shapes {s0} and {s} do not match except along axis {a}")
     offsets = [0]
     for t in ts:
         offsets.append(offsets[-1] + t.data.shape[a])
@@ -1349,9 +1418,7 @@ def matmul(x: Any, y: Any) -> Tensor:
     try:
         out = _matmul2(xm, ym)
     except ShapeError:
-        raise ShapeError(
-            f"matmul: shapes {x.data.shape} and {y.data.shape} do not fit"
-        ) from None
+        raise ShapeError(f"matmul: shapes {x.data.shape} and {y.data.shape} do not fit") from None
     if xv:
         out = reshape(out, out.data.shape[:-2] + out.data.shape[-1:])
     elif yv:
@@ -1381,7 +1448,11 @@ def outer(x: Any, y: Any) -> Tensor:
 
 
 def _diag_indices(n_rows: int, n_cols: int, k: int) -> tuple[Array, Array]:
-    i = np.arange(builtins.max(0, builtins.min(n_rows, n_cols - k) if k >= 0 else builtins.min(n_rows + k, n_cols)))
+    i = np.arange(
+        builtins.max(
+            0, builtins.min(n_rows, n_cols - k) if k >= 0 else builtins.min(n_rows + k, n_cols)
+        )
+    )
     return (i, i + k) if k >= 0 else (i - k, i)
 
 
@@ -1395,7 +1466,7 @@ def diag(x: Any, k: int = 0) -> Tensor:
         rows, cols = _diag_indices(n, n, k)
         return scatter(x, (rows, cols), (n, n))
     if x.data.ndim == 2:
-        rows, cols = _diag_indices(*x.data.shape, k)
+        rows, cols = _diag_indices(x.data.shape[0], x.data.shape[1], k)
         return getitem(x, (rows, cols))
     raise ShapeError(f"diag: needs a 1-D or 2-D tensor, got shape {x.data.shape}")
 
@@ -1508,7 +1579,9 @@ def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = np.float64) -> Tensor:
     return _const(np.eye(rows, cols, int(k), dtype=dtype))
 
 
-def arange(start: float, stop: float | None = None, step: float = 1.0, dtype: Any = np.float64) -> Tensor:
+def arange(
+    start: float, stop: float | None = None, step: float = 1.0, dtype: Any = np.float64
+) -> Tensor:
     if stop is None:
         start, stop = 0.0, start
     if step == 0 or not all(math.isfinite(v) for v in (start, stop, step)):
@@ -1627,3 +1700,69 @@ T = _TensorNamespace
 def iter_ops() -> Iterable[Op]:
     """Every primitive with its derivative rule (for ``gradcli functions``)."""
     return OPS.values()
+
+
+# --------------------------------------------------------------------------------------
+# Gradient clipping (torch.nn.utils.clip_grad_norm_ / clip_grad_value_) and float errors
+# --------------------------------------------------------------------------------------
+
+
+def total_norm(arrays: Sequence[Array], norm_type: float) -> float:
+    """The norm of the per-array norms (``inf``: the largest absolute value), as torch."""
+    if not arrays:
+        return 0.0
+    if norm_type == math.inf:
+        return float(builtins.max(float(np.max(np.abs(a), initial=0.0)) for a in arrays))
+    norms = [_norm_fwd(a.ravel(), (0,), False, norm_type) for a in arrays]
+    return float(_norm_fwd(np.array(norms, dtype=np.float64), (0,), False, norm_type))
+
+
+def clip_by_norm(
+    arrays: Sequence[Array], max_norm: float, norm_type: float = 2.0
+) -> tuple[float, float]:
+    """Scale ``arrays`` in place so their total norm is at most ``max_norm``.
+
+    Returns ``(total_norm, scale)`` with ``scale = min(1, max_norm / (total + 1e-6))``,
+    exactly torch's coefficient (so a total below ``max_norm`` still gives a scale of 1).
+    """
+    total = total_norm(arrays, norm_type)
+    scale = builtins.min(1.0, max_norm / (total + 1e-6))
+    for a in arrays:
+        a *= scale
+    return total, scale
+
+
+def clip_by_value(arrays: Sequence[Array], clip_value: float) -> None:
+    """Clamp every element of ``arrays`` into ``[-clip_value, clip_value]``, in place."""
+    for a in arrays:
+        np.clip(a, -clip_value, clip_value, out=a)
+
+
+class floating_errors:
+    """Count NumPy's floating-point errors (overflow, invalid value, division by zero)
+    instead of printing one warning per operation; report them once afterwards."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def _record(self, kind: str, flag: int) -> None:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def __enter__(self) -> floating_errors:
+        self._errstate = np.errstate(over="call", divide="call", invalid="call", under="ignore",
+                                     call=self._record)  # fmt: skip
+        self._errstate.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._errstate.__exit__(*exc)
+
+    def messages(self) -> list[str]:
+        return [
+            f"{kind} encountered in {n} operation{'s' if n != 1 else ''}"
+            for kind, n in sorted(self.counts.items())
+        ]
+
+
+def all_finite(a: Array) -> bool:
+    return bool(np.isfinite(a).all())

@@ -1,0 +1,327 @@
+"""Presentation: a ``Result``, an error or warnings drawn with rich (SPEC §2 "Output").
+
+This module knows nothing about parsing or the engine. Numbers are printed the way NumPy
+prints them (``np.array2string``), summarised with ``...`` past NumPy's threshold unless
+``full`` is asked for, and never cut short to fit the terminal: a wide value is re-wrapped
+by NumPy at the width its table cell gets, between elements, never inside a number. When a
+terminal is too narrow even for that, ``print_result`` switches to a stacked layout (one
+field per line). All user text (names, expressions, messages) is shown literally: it is
+always passed to rich as ``Text``, never as markup.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+from rich import box
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
+from rich.table import Table
+from rich.text import Text
+
+from .api import Result
+from .errors import GradcliError
+
+__all__ = [
+    "NO_GRAD",
+    "format_array",
+    "make_console",
+    "print_error",
+    "print_functions",
+    "print_result",
+    "print_warnings",
+    "result_table",
+]
+
+#: shown in place of a gradient that does not exist
+NO_GRAD = "—"
+#: shown in place of the gradient of an input that does not require grad
+CONSTANT = "— (constant)"
+
+# NumPy's own defaults, passed explicitly so global print options set elsewhere do not leak in
+_NP_THRESHOLD = 1000
+_NP_EDGEITEMS = 3
+_NP_LINEWIDTH = 75
+# the widest a cell asks to be: wider lines than this are wrapped by NumPy anyway
+# (formatting very long lines takes NumPy time quadratic in their length)
+_WIDEST = 1000
+
+_BARE_POINT = re.compile(r"(?<=\d)\.(?=$|e)")
+
+
+def format_array(
+    a: np.ndarray | None,
+    *,
+    precision: int = 4,
+    full: bool = False,
+    linewidth: int | None = None,
+) -> str:
+    """Format an array as NumPy prints it; ``None`` (no gradient) becomes ``"—"``.
+
+    ``precision`` digits after the point at most (``floatmode="maxprec"``), no suppression
+    of small numbers, a ``...`` summary past NumPy's threshold of 1000 elements unless
+    ``full``. ``linewidth`` is NumPy's ``max_line_width`` (default 75); NumPy wraps between
+    elements, never inside one. A 0-d array is a bare number, written with a digit after the
+    point (``20.0``, ``1.0e+20``) where NumPy would write ``20.``.
+    """
+    if a is None:
+        return NO_GRAD
+    arr = np.asarray(a)
+    text = np.array2string(
+        arr,
+        max_line_width=_NP_LINEWIDTH if linewidth is None else max(1, linewidth),
+        precision=precision,
+        suppress_small=False,
+        separator=" ",
+        threshold=sys.maxsize if full else _NP_THRESHOLD,
+        edgeitems=_NP_EDGEITEMS,
+        floatmode="maxprec",
+        legacy=False,
+    )
+    if arr.ndim == 0 and arr.dtype.kind == "f":
+        text = _BARE_POINT.sub(".0", text)
+    return text
+
+
+def _shape(a: np.ndarray) -> str:
+    """A shape as Python writes a tuple: ``()``, ``(2,)``, ``(2, 3)``."""
+    return str(tuple(int(n) for n in np.shape(a)))
+
+
+def _num(x: float, precision: int = 4) -> str:
+    """A scalar for a caption: ``precision + 2`` significant digits, ``inf``/``nan`` as such."""
+    return f"{float(x):.{max(precision + 2, 1)}g}"
+
+
+class ArrayCell:
+    """A table cell holding an array, formatted by NumPy at the width the cell is given.
+
+    Its minimum width is that of NumPy's one-element-a-line layout (the widest element with
+    its brackets), its maximum the unwrapped layout, so rich never has to split a number.
+    """
+
+    def __init__(self, array: np.ndarray, *, precision: int = 4, full: bool = False) -> None:
+        self.array = np.asarray(array)
+        self.precision = precision
+        self.full = full
+        self._cache: dict[int, str] = {}
+
+    def text(self, linewidth: int) -> str:
+        """The array formatted for lines of at most ``linewidth`` characters."""
+        if linewidth not in self._cache:
+            self._cache[linewidth] = format_array(
+                self.array, precision=self.precision, full=self.full, linewidth=linewidth
+            )
+        return self._cache[linewidth]
+
+    def _widths(self) -> tuple[int, int]:
+        """(narrowest, widest) line widths NumPy lays the array out in (widest capped)."""
+        wide = self.text(_WIDEST)
+        widest = max(len(line) for line in wide.splitlines())
+        return min(_narrowest(self.array, wide), widest), widest
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(*self._widths())
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        width = max(1, options.max_width)
+        text = self.text(width)
+        lines = text.splitlines()
+        if all(len(line) <= width for line in lines):
+            # NumPy already wrapped it: emit the lines as they are (fast for --full)
+            for line in lines:
+                yield Segment(line)
+                yield Segment.line()
+        else:  # narrower than one element: fold rather than crop, so nothing is lost
+            yield Text(text, overflow="fold")
+
+
+def _narrowest(arr: np.ndarray, text: str) -> int:
+    """The widest line of NumPy's one-element-a-line layout, from any layout of the array.
+
+    (Formatting at width 1 directly takes time quadratic in the number of elements.)
+    NumPy pads every element to one width ``w``: the widest integer part, the point and the
+    widest fraction (with exponent) for floats, the longest word otherwise. A narrow line
+    holds one element and at most ``ndim`` brackets or indent spaces on either side.
+    """
+    lines = text.splitlines()
+    if arr.ndim == 0 or arr.size == 0:
+        return max(len(line) for line in lines)
+    ints = fracs = plain = 0
+    for line in lines:
+        for word in line.split():
+            word = word.strip("[]")
+            if word == "...":
+                continue
+            whole, point, frac = word.partition(".")
+            if point:
+                ints, fracs = max(ints, len(whole)), max(fracs, len(frac))
+            else:
+                plain = max(plain, len(word))
+    w = max(ints + 1 + fracs if ints else 0, plain, 5 if arr.dtype.kind == "b" else 0)
+    return 2 * arr.ndim + max(w, 3)
+
+
+def _cell(
+    a: np.ndarray | None, *, precision: int, full: bool, missing: str = NO_GRAD
+) -> ArrayCell | Text:
+    if a is None:
+        return Text(missing, style="dim")
+    return ArrayCell(a, precision=precision, full=full)
+
+
+_Row = tuple[Text, Text, ArrayCell | Text, ArrayCell | Text]
+
+
+def _rows(result: Result, precision: int, full: bool) -> list[list[_Row]]:
+    """The table's rows, grouped in sections: inputs, intermediates, output."""
+
+    def cell(a: np.ndarray | None, missing: str = NO_GRAD) -> ArrayCell | Text:
+        return _cell(a, precision=precision, full=full, missing=missing)
+
+    inputs: list[_Row] = [
+        (Text(name), Text(_shape(value)), cell(value), cell(result.grads.get(name), CONSTANT))
+        for name, value in result.inputs.items()
+    ]
+    intermediates: list[_Row] = [
+        (Text(name), Text(_shape(value)), cell(value), cell(grad))
+        for name, (value, grad) in result.intermediates.items()
+    ]
+    output: list[_Row] = [
+        (
+            Text("output", style="bold"),
+            Text(_shape(result.value)),
+            cell(result.value),
+            Text(""),
+        )
+    ]
+    return [group for group in (inputs, intermediates, output) if group]
+
+
+def _caption(result: Result, precision: int) -> Text:
+    """The reduction, the total gradient norm and any clipping, one statement a line."""
+    lines: list[str] = []
+    if result.reduction == "sum":
+        lines.append("output reduced with sum() before backward, as z.sum().backward()")
+    elif result.reduction:
+        lines.append(f"output reduced with {result.reduction}() before backward")
+    clip = result.clip or {}
+    clipped = "clip_value" in clip or float(clip.get("scale", 1.0)) < 1.0
+    if any(g is not None for g in result.grads.values()):
+        norm = f"total gradient norm {_num(result.total_grad_norm, precision)}"
+        lines.append(norm + (" (after clipping)" if clipped else ""))
+    else:
+        lines.append("no input requires grad")
+    if "max_norm" in clip:
+        p = _num(float(clip.get("norm_type", 2.0)), precision)
+        total = _num(clip.get("total_norm", float("nan")), precision)
+        max_norm = _num(clip["max_norm"], precision)
+        if clipped:
+            scale = _num(clip["scale"], precision)
+            lines.append(
+                f"gradients clipped: total {p}-norm {total} > max_norm {max_norm}, "
+                f"scaled by {scale}"
+            )
+        else:
+            lines.append(f"gradients not clipped: total {p}-norm {total} <= max_norm {max_norm}")
+    if "clip_value" in clip:
+        v = _num(abs(float(clip["clip_value"])), precision)
+        lines.append(f"gradients clamped to [-{v}, {v}]")
+    return Text("\n".join(lines))
+
+
+def _base_table(result: Result, precision: int, *, show_header: bool = True) -> Table:
+    return Table(
+        title=Text(result.expr),
+        caption=_caption(result, precision),
+        caption_justify="left",
+        box=box.HEAVY_HEAD,
+        show_header=show_header,
+    )
+
+
+def result_table(result: Result, *, precision: int = 4, full: bool = False) -> Table:
+    """The result as a table: name, shape, value, gradient of every input, binding and output.
+
+    Sections: inputs (in order), intermediates (in order), then the ``output`` row in bold.
+    An input that does not require grad shows ``— (constant)``, a binding without gradient
+    ``—``. Title: the expression; caption: reduction, total gradient norm, clipping.
+    """
+    table = _base_table(result, precision)
+    table.add_column("name", overflow="fold")
+    table.add_column("shape", overflow="fold")
+    table.add_column("value", overflow="fold")
+    table.add_column("gradient", overflow="fold")
+    for group in _rows(result, precision, full):
+        for i, row in enumerate(group):
+            table.add_row(*row, end_section=i == len(group) - 1)
+    return table
+
+
+def _stacked_table(result: Result, *, precision: int = 4, full: bool = False) -> Table:
+    """The same content as ``result_table``, one field a line, for narrow terminals."""
+    table = _base_table(result, precision, show_header=False)
+    table.add_column(style="dim", no_wrap=True)
+    table.add_column(overflow="fold")
+    entries = [row for group in _rows(result, precision, full) for row in group]
+    for i, (name, shape, value, grad) in enumerate(entries):
+        fields = [("name", name), ("shape", shape), ("value", value), ("gradient", grad)]
+        if isinstance(grad, Text) and not grad.plain:  # the output row has no gradient cell
+            fields.pop()
+        for j, (label, content) in enumerate(fields):
+            last = j == len(fields) - 1 and i < len(entries) - 1
+            table.add_row(Text(label), content, end_section=last)
+    return table
+
+
+def _min_width(console: Console, table: Table) -> int:
+    """The narrowest the table can be drawn without splitting any cell's longest word."""
+    return Measurement.get(console, console.options.update_width(10**6), table).minimum
+
+
+def print_result(
+    result: Result, console: Console, *, precision: int = 4, full: bool = False
+) -> None:
+    """Print the result table; on a terminal too narrow for it, a stacked layout instead."""
+    table: Table = result_table(result, precision=precision, full=full)
+    if _min_width(console, table) > console.width:
+        table = _stacked_table(result, precision=precision, full=full)
+    console.print(table)
+
+
+def print_error(err: GradcliError, console: Console) -> None:
+    """Print ``error: <message>`` and then the error's context lines verbatim (no wrapping)."""
+    # one line whatever the terminal width: scripts read the cause from the first line
+    console.print(Text.assemble(("error", "bold red"), ": ", err.message), soft_wrap=True)
+    if err.context:
+        # the context holds a source line and a caret: not wrapped, not cropped, not styled
+        console.print(Text(err.context), soft_wrap=True, highlight=False, markup=False)
+
+
+def print_warnings(warnings: Iterable[str], console: Console) -> None:
+    """Print each warning as ``warning: <text>``."""
+    for warning in warnings:
+        console.print(Text.assemble(("warning", "yellow"), ": ", warning), soft_wrap=True)
+
+
+def make_console(stderr: bool = False) -> Console:
+    """A console with rich's colour rules (off when not a terminal, ``NO_COLOR`` honoured)."""
+    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+
+
+def print_functions(functions: Iterable[Any], console: Console) -> None:
+    """The table of ``gradcli functions``: name (and aliases), signature, meaning, derivative."""
+    table = Table(title="gradcli functions", box=box.SIMPLE_HEAD)
+    table.add_column("function", no_wrap=True, style="bold")
+    table.add_column("signature", overflow="fold")
+    table.add_column("what it computes", overflow="fold")
+    table.add_column("derivative (VJP of upstream g)", overflow="fold")
+    for f in functions:
+        name = f.name + (f" ({', '.join(f.aliases)})" if f.aliases else "")
+        table.add_row(Text(name), Text(f.signature), Text(f.summary), Text(f.derivative))
+    console.print(table)
