@@ -185,10 +185,45 @@ class Tensor:
         return transpose(self)
 
     def numpy(self) -> Array:
+        """The array itself (no copy), refused while it requires grad, as in torch."""
+        if self.requires_grad:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. "
+                "Use tensor.detach().numpy() instead."
+            )
         return self.data
 
     def item(self) -> float:
+        if self.data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self.data.size} elements cannot be converted to Scalar"
+            )
         return float(self.data.item())
+
+    def __float__(self) -> float:
+        return self.item()
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self.data.size} values is ambiguous")
+        return bool(self.data.item())
+
+    def zero_(self) -> Tensor:
+        """Set every element to zero in place (``x.grad.zero_()``)."""
+        self.data[...] = 0
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Make this leaf collect ``.grad`` (or stop it), in place."""
+        if self._op is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables.")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def grad_fn(self) -> GradFn | None:
+        """The operation that made this tensor (None for a leaf), as torch's ``grad_fn``."""
+        return None if self._op is None else GradFn(self._op)
 
     def tolist(self) -> Any:
         return self.data.tolist()
@@ -203,15 +238,51 @@ class Tensor:
         return len(self.data)
 
     def __repr__(self) -> str:
-        body = np.array2string(self.data, separator=", ", prefix="tensor(")
+        """PyTorch's look: ``tensor([5., 6.])``, ``tensor(10.0995, grad_fn=<SumBackward0>)``."""
+        a = self.data
+        finite = a[np.isfinite(a)]
+        whole = finite.size == 0 or bool(np.all(finite == np.round(finite)))
+        body = np.array2string(
+            a,
+            separator=", ",
+            prefix="tensor(",
+            precision=4,
+            floatmode="maxprec" if whole else "fixed",
+        )
         extra = ""
-        if self.data.dtype != np.float64:
-            extra += f", dtype={self.data.dtype}"
+        if a.dtype != np.float64:
+            extra += f", dtype={a.dtype}"
         if self._op is not None:
-            extra += f", grad_fn=<{self._op.name}>"
+            extra += f", grad_fn={GradFn(self._op)!r}"
         elif self.requires_grad:
             extra += ", requires_grad=True"
         return f"tensor({body}{extra})"
+
+    __str__ = __repr__
+
+    # In-place arithmetic: on data when no graph is recorded (an optimiser's step under
+    # no_grad), refused on a leaf that requires grad (as torch), out of place otherwise.
+    def _inplace(self, other: Any, fn: Callable[[Any, Any], Tensor], ufunc: Any) -> Tensor:
+        if STATE.grad_enabled and (self.requires_grad or getattr(other, "requires_grad", False)):
+            if self.requires_grad and self._op is None:
+                raise RuntimeError(
+                    "a leaf Variable that requires grad is being used in an in-place operation."
+                )
+            return fn(self, other)
+        ufunc(self.data, other.data if isinstance(other, Tensor) else other, out=self.data)
+        return self
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return self._inplace(other, add, np.add)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self._inplace(other, subtract, np.subtract)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self._inplace(other, multiply, np.multiply)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self._inplace(other, divide, np.divide)
 
     # --- backpropagation ------------------------------------------------------------
     def backward(
@@ -311,6 +382,21 @@ class Tensor:
         return _compare(np.not_equal, self, other)
 
     __hash__ = object.__hash__
+
+
+class GradFn:
+    """What ``Tensor.grad_fn`` returns: names the operation as torch does (``MulBackward0``)."""
+
+    __slots__ = ("op",)
+
+    def __init__(self, op: Op) -> None:
+        self.op = op
+
+    def name(self) -> str:
+        return "".join(part.capitalize() for part in self.op.name.split("_")) + "Backward0"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
 
 
 def _const(data: Array) -> Tensor:
@@ -848,6 +934,20 @@ def _norm_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
     return ge * scaled * m.where(ae == 0, 0.0, ae ** (1.0 - p))
 
 
+def _std_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
+    axes, keep, ddof = c
+    n = math.prod(x.shape[i] for i in axes)
+    ae = _unreduce(m, a, x.shape, axes, keep)
+    d = x - m.mean(x, axis=axes, keepdims=True)
+    return _unreduce(m, g, x.shape, axes, keep) * m.where(ae == 0, 0.0, d / (ae * (n - ddof)))
+
+
+STD = _defop(
+    "std",
+    lambda x, axis, keepdims, ddof: np.std(x, axis=axis, keepdims=keepdims, ddof=ddof),
+    _std_vjp,
+    doc="g (x - mean) / ((n - ddof) std); 0 where std = 0",
+)
 NORM = _defop(
     "norm",
     _norm_fwd,
@@ -1157,8 +1257,8 @@ def var(x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False) -> Te
 
 
 def std(x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False) -> Tensor:
-    """Standard deviation: ``sqrt(var(x))``."""
-    return sqrt(var(x, axis, ddof, keepdims))
+    """Standard deviation ``sqrt(var(x))``; its gradient is 0 where it is 0, as torch's."""
+    return _reduce(STD, x, axis, keepdims, float(ddof))
 
 
 def _one_axis(axis: Any, ndim: int, what: str) -> int:
@@ -1548,6 +1648,9 @@ def _others_prod_tensor(x: Tensor, axes: tuple[int, ...]) -> Tensor:
 
 
 def _shape_arg(shape: Any, what: str) -> tuple[int, ...]:
+    """Dimensions as ints or as one tuple of ints (``zeros(2, 3)``, ``zeros((2, 3))``)."""
+    if isinstance(shape, tuple) and len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = shape[0]
     dims = (shape,) if isinstance(shape, (int, float, np.integer, np.floating)) else tuple(shape)
     out = []
     for d in dims:
@@ -1561,20 +1664,30 @@ def _shape_arg(shape: Any, what: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def zeros(shape: Any, dtype: Any = np.float64) -> Tensor:
-    return _const(np.zeros(_shape_arg(shape, "zeros"), dtype=dtype))
+def _new(data: Array, requires_grad: bool) -> Tensor:
+    t = _const(data)
+    t.requires_grad = bool(requires_grad)
+    return t
 
 
-def ones(shape: Any, dtype: Any = np.float64) -> Tensor:
-    return _const(np.ones(_shape_arg(shape, "ones"), dtype=dtype))
+def zeros(*shape: Any, dtype: Any = np.float64, requires_grad: bool = False) -> Tensor:
+    """Zeros of a shape (ints or one tuple)."""
+    return _new(np.zeros(_shape_arg(shape, "zeros"), dtype=dtype), requires_grad)
 
 
-def full(shape: Any, value: Any, dtype: Any = np.float64) -> Tensor:
+def ones(*shape: Any, dtype: Any = np.float64, requires_grad: bool = False) -> Tensor:
+    """Ones of a shape (ints or one tuple)."""
+    return _new(np.ones(_shape_arg(shape, "ones"), dtype=dtype), requires_grad)
+
+
+def full(shape: Any, value: Any, dtype: Any = np.float64, requires_grad: bool = False) -> Tensor:
+    """A shape filled with ``value``."""
     v = value.data if isinstance(value, Tensor) else value
-    return _const(np.full(_shape_arg(shape, "full"), v, dtype=dtype))
+    return _new(np.full(_shape_arg(shape, "full"), v, dtype=dtype), requires_grad)
 
 
 def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = np.float64) -> Tensor:
+    """The identity matrix (``m`` columns, ones on diagonal ``k``)."""
     rows, cols = _shape_arg((n, n if m is None else m), "eye")
     return _const(np.eye(rows, cols, int(k), dtype=dtype))
 
@@ -1582,6 +1695,7 @@ def eye(n: Any, m: Any = None, k: int = 0, dtype: Any = np.float64) -> Tensor:
 def arange(
     start: float, stop: float | None = None, step: float = 1.0, dtype: Any = np.float64
 ) -> Tensor:
+    """Evenly spaced values in ``[start, stop)``."""
     if stop is None:
         start, stop = 0.0, start
     if step == 0 or not all(math.isfinite(v) for v in (start, stop, step)):
@@ -1592,16 +1706,29 @@ def arange(
 
 
 def linspace(start: float, stop: float, num: Any = 50, dtype: Any = np.float64) -> Tensor:
+    """``num`` evenly spaced values in ``[start, stop]``."""
     (n,) = _shape_arg((num,), "linspace")
     return _const(np.linspace(start, stop, n, dtype=dtype))
 
 
-def rand(shape: Any, rng: np.random.Generator, dtype: Any = np.float64) -> Tensor:
-    return _const(rng.random(_shape_arg(shape, "rand")).astype(dtype, copy=False))
+_DEFAULT_RNG = [np.random.default_rng(0)]
 
 
-def randn(shape: Any, rng: np.random.Generator, dtype: Any = np.float64) -> Tensor:
-    return _const(rng.standard_normal(_shape_arg(shape, "randn")).astype(dtype, copy=False))
+def manual_seed(seed: int) -> None:
+    """Reseed the generator ``rand``/``randn`` use when called without ``rng``."""
+    _DEFAULT_RNG[0] = np.random.default_rng(seed)
+
+
+def rand(*shape: Any, rng: np.random.Generator | None = None, dtype: Any = np.float64) -> Tensor:
+    """Uniform random numbers in [0, 1)."""
+    gen = rng if rng is not None else _DEFAULT_RNG[0]
+    return _const(gen.random(_shape_arg(shape, "rand")).astype(dtype, copy=False))
+
+
+def randn(*shape: Any, rng: np.random.Generator | None = None, dtype: Any = np.float64) -> Tensor:
+    """Standard normal random numbers."""
+    gen = rng if rng is not None else _DEFAULT_RNG[0]
+    return _const(gen.standard_normal(_shape_arg(shape, "randn")).astype(dtype, copy=False))
 
 
 def generator(seed: int) -> np.random.Generator:
@@ -1662,6 +1789,10 @@ class _ArrayNamespace:
     def getitem(x: Array, key: Any) -> Array:
         return x[key]
 
+    @staticmethod
+    def mean(x: Array, axis: Any = None, keepdims: bool = False) -> Array:
+        return np.mean(x, axis=axis, keepdims=keepdims)
+
 
 class _TensorNamespace:
     """What a rule's ``m`` offers on tensors: the same names, recorded in the graph."""
@@ -1691,6 +1822,7 @@ class _TensorNamespace:
     where = staticmethod(where)
     sum = staticmethod(sum)
     getitem = staticmethod(getitem)
+    mean = staticmethod(mean)
 
 
 A = _ArrayNamespace
@@ -1766,3 +1898,55 @@ class floating_errors:
 
 def all_finite(a: Array) -> bool:
     return bool(np.isfinite(a).all())
+
+
+# --------------------------------------------------------------------------------------
+# Every function of the language as a Tensor method (``x.sum()``, ``x.tanh()``), with
+# torch's keyword spellings accepted (``dim`` for ``axis``, ``keepdim`` for ``keepdims``).
+# --------------------------------------------------------------------------------------
+
+
+def _as_method(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        if "dim" in kwargs:
+            kwargs["axis"] = kwargs.pop("dim")
+        if "keepdim" in kwargs:
+            kwargs["keepdims"] = kwargs.pop("keepdim")
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _varargs_method(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``x.reshape(2, 3)`` as well as ``x.reshape((2, 3))``; same for transpose."""
+
+    def method(self: Tensor, *dims: Any) -> Tensor:
+        if not dims:
+            return fn(self)
+        return fn(self, dims[0] if len(dims) == 1 and not isinstance(dims[0], int) else dims)
+
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+for _fn in (
+    sign, floor, ceil, round, sqrt, square, exp, expm1, log, log2, log10, log1p, sin, cos,
+    tan, arcsin, arccos, arctan, sinh, cosh, tanh, arcsinh, arccosh, arctanh, sigmoid, relu,
+    softplus, maximum, minimum, arctan2, clip, sum, mean, prod, max, min, logsumexp, norm,
+    var, std, softmax, log_softmax, flatten, squeeze, expand_dims, flip, matmul, dot, outer,
+    trace, diag, det, inv,
+):  # fmt: skip
+    setattr(Tensor, _fn.__name__, _as_method(_fn))
+for _alias, _fn in (
+    ("abs", absolute), ("pow", power), ("amax", max), ("amin", min), ("asin", arcsin),
+    ("acos", arccos), ("atan", arctan), ("asinh", arcsinh), ("acosh", arccosh),
+    ("atanh", arctanh), ("atan2", arctan2),
+):  # fmt: skip
+    setattr(Tensor, _alias, _as_method(_fn))
+Tensor.reshape = _varargs_method(reshape)  # type: ignore[attr-defined]
+Tensor.transpose = _varargs_method(transpose)  # type: ignore[attr-defined]
+float32 = np.float32
+float64 = np.float64
