@@ -13,7 +13,14 @@ from typing import Any
 import numpy as np
 
 from . import engine as E
-from .errors import InputError, NamingError, ShapeError
+from .errors import (
+    GradcliError,
+    InputError,
+    InvalidValueError,
+    LimitError,
+    NamingError,
+    ShapeError,
+)
 from .language import FUNCTIONS, compile_program, suggest
 
 DTYPES = ("float64", "float32")
@@ -149,7 +156,7 @@ def evaluate(
     if not isinstance(expr, str):
         raise InputError("expr must be a string")
 
-    inputs = dict(inputs or {})
+    inputs = {k: v.data if isinstance(v, E.Tensor) else v for k, v in (inputs or {}).items()}
     for name in inputs:
         if not isinstance(name, str) or not name.isidentifier():
             raise InputError(f"input name {name!r} is not a valid name (an identifier)")
@@ -227,4 +234,68 @@ def evaluate(
     )
 
 
-__all__ = ["FUNCTIONS", "Result", "evaluate"]
+REQUEST_FIELDS = (
+    "expr", "inputs", "wrt", "grad_output", "clip_norm", "norm_type", "clip_value", "id",
+    "seed", "dtype",
+)  # fmt: skip
+
+
+def request_kwargs(request: Any) -> dict[str, Any]:
+    """A JSON request (SPEC §2) as keyword arguments of :func:`evaluate`.
+
+    Unknown fields are an error that names them: a typo must not be silently ignored.
+    Values in a request are numbers and nested lists, never file paths.
+    """
+    if not isinstance(request, dict):
+        raise InputError('a request must be a JSON object with at least "expr" and "inputs"')
+    unknown = [k for k in request if k not in REQUEST_FIELDS]
+    if unknown:
+        hints = "".join(suggest(str(k), REQUEST_FIELDS) for k in unknown)
+        shown = ", ".join(repr(str(k)[:40]) for k in unknown[:5])
+        raise InputError(f"unknown request field {shown}{hints}")
+    if not isinstance(request.get("expr"), str):
+        raise InputError('a request needs "expr", a string')
+    if "inputs" not in request or not isinstance(request["inputs"], dict):
+        raise InputError('a request needs "inputs", an object of name -> value')
+    kwargs = {k: v for k, v in request.items() if v is not None}
+    kwargs["id"] = request.get("id")
+    wrt = kwargs.get("wrt")
+    if wrt is not None and (not isinstance(wrt, list) or not all(isinstance(n, str) for n in wrt)):
+        raise InputError('"wrt" must be a list of input names')
+    seed = kwargs.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError('"seed" must be a whole number >= 0')
+    return kwargs
+
+
+def constant_value(
+    text: str, *, dtype: Any = "float64", seed: int = 0, max_elements: int = E.DEFAULT_MAX_ELEMENTS
+) -> np.ndarray:
+    """The value of a program that uses no inputs (``linspace(0, pi, 5)``, ``randn(3)``)."""
+    program = compile_program(text)
+    missing = sorted(program.free_names())
+    if missing:
+        raise NamingError(f"it uses `{missing[0]}`, which has no value")
+    with E.element_limit(max_elements), E.floating_errors():
+        return program.run({}, dtype=check_dtype(dtype), seed=seed).output.data
+
+
+def as_gradcli_error(exc: BaseException) -> GradcliError:
+    """Any exception as the typed error a user sees (bugs become a one-line internal error)."""
+    if isinstance(exc, GradcliError):
+        return exc
+    if isinstance(exc, RecursionError):
+        return InvalidValueError("the program is nested too deeply to evaluate")
+    if isinstance(exc, MemoryError):
+        return LimitError("out of memory: the computation is too large")
+    return InvalidValueError(
+        f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)"
+    )
+
+
+def request_id(request: Any) -> Any:
+    """The ``id`` of a request, echoed back even when the request itself is bad."""
+    return request.get("id") if isinstance(request, dict) else None
+
+
+__all__ = ["FUNCTIONS", "REQUEST_FIELDS", "Result", "evaluate", "request_kwargs"]

@@ -1,11 +1,16 @@
-"""The command line: options in, calls to ``api.evaluate`` and ``present`` out."""
+"""The command line: options in, calls to ``api`` and ``present`` out.
+
+Imports of NumPy and the engine happen inside the commands, so ``gradcli --help`` starts
+fast. Every failure ends in :func:`_fail`: one line on stderr, the SPEC's exit code, and in
+``--json`` mode an error object on stdout.
+"""
 
 from __future__ import annotations
 
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import IO, Annotated, Any, NoReturn
 
 import typer
 
@@ -27,6 +32,20 @@ Examples:
   echo '{"expr": "x*y", "inputs": {"x": 2, "y": 3}}' | gradcli eval - --json
 """
 
+BATCH_HELP = """Answer NDJSON requests, one JSON response per line, in order.
+
+Each line is a request {"expr": ..., "inputs": {...}, "wrt", "grad_output", "clip_norm",
+"norm_type", "clip_value", "seed", "dtype", "id"}. Every response line is flushed as it is
+written, so gradcli works as a coprocess. A bad line gets an error response (with its
+"input_line") and the stream goes on; the exit code is 1 if any line failed.
+
+\b
+Examples:
+  gradcli batch requests.ndjson > responses.ndjson
+  printf '%s\\n' '{"expr": "sum(a*b)", "inputs": {"a": [1,2], "b": [3,4]}}' | gradcli batch
+  gradcli batch data.ndjson --accumulate | tail -n 1
+"""
+
 app = typer.Typer(
     help=HELP,
     add_completion=False,
@@ -41,6 +60,59 @@ class DType(str, Enum):
     float32 = "float32"
 
 
+# ---- options shared by the commands ---------------------------------------------------
+ExprArg = Annotated[
+    str | None,
+    typer.Argument(show_default=False, help='The program, e.g. "a*b+b".'),
+]
+ValuesArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="[NAME=VALUE]...",
+        show_default=False,
+        help="Inputs: JSON ([3,4]), @file (.npy .json .csv .txt) or a constant expression.",
+    ),
+]
+FileOpt = Annotated[Path | None, typer.Option("-f", "--file", help="Read the program from FILE.")]
+InputsOpt = Annotated[
+    str | None,
+    typer.Option("--inputs", metavar="FILE|-", help="A JSON object of name -> value."),
+]
+WrtOpt = Annotated[
+    str | None,
+    typer.Option("--wrt", metavar="a,b", help="Inputs that require grad (default: all)."),
+]
+DTypeOpt = Annotated[DType, typer.Option("--dtype", help="Floating-point type.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of rand/randn.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+PrecisionOpt = Annotated[int, typer.Option("--precision", min=0, max=17, help="Digits shown.")]
+FullOpt = Annotated[bool, typer.Option("--full", help="Show every element, no summary.")]
+MaxElementsOpt = Annotated[
+    int,
+    typer.Option("--max-elements", min=1, help="Largest number of elements of one tensor."),
+]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks.")]
+GradOutputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--grad-output", metavar="VALUE", help="Upstream gradient of a non-scalar output."
+    ),
+]
+ClipNormOpt = Annotated[
+    float | None,
+    typer.Option("--clip-norm", metavar="MAX", help="Scale all gradients as clip_grad_norm_."),
+]
+NormTypeOpt = Annotated[
+    str, typer.Option("--norm-type", metavar="P", help="Norm of --clip-norm (number or inf).")
+]
+ClipValueOpt = Annotated[
+    float | None,
+    typer.Option("--clip-value", metavar="V", help="Clamp every gradient into [-V, V]."),
+]
+
+DEFAULT_MAX_ELEMENTS = 10**8
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"gradcli {__version__}")
@@ -49,75 +121,55 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
-    ),
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = False,
 ) -> None:
     """gradcli: values and gradients of tensor expressions."""
 
 
 @app.command("eval", help=EVAL_HELP, no_args_is_help=True)
 def eval_command(
-    expr: str = typer.Argument(
-        None, show_default=False, help='The program, e.g. "a*b+b"; "-" reads a JSON request.'
-    ),
-    values: list[str] = typer.Argument(
-        None,
-        metavar="[NAME=VALUE]...",
-        show_default=False,
-        help="Inputs: JSON ([3,4]), @file (.npy .json .csv .txt) or a constant expression.",
-    ),
-    file: Path = typer.Option(None, "-f", "--file", help="Read the program from FILE."),
-    inputs: str = typer.Option(
-        None, "--inputs", metavar="FILE|-", help="A JSON object of name -> value."
-    ),
-    wrt: str = typer.Option(
-        None, "--wrt", metavar="a,b", help="Inputs that require grad (default: all)."
-    ),
-    grad_output: str = typer.Option(
-        None, "--grad-output", metavar="VALUE", help="Upstream gradient of a non-scalar output."
-    ),
-    clip_norm: float = typer.Option(
-        None, "--clip-norm", metavar="MAX", help="Scale gradients as clip_grad_norm_."
-    ),
-    norm_type: str = typer.Option("2", "--norm-type", metavar="P", help="Norm for --clip-norm."),
-    clip_value: float = typer.Option(
-        None, "--clip-value", metavar="V", help="Clamp gradients into [-V, V]."
-    ),
-    dtype: DType = typer.Option(DType.float64, "--dtype", help="Floating-point type."),
-    seed: int = typer.Option(0, "--seed", help="Seed of rand/randn."),
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
-    precision: int = typer.Option(4, "--precision", min=0, max=17, help="Digits shown."),
-    full: bool = typer.Option(False, "--full", help="Show every element, no summary."),
-    save: Path = typer.Option(None, "--save", metavar="FILE.npz", help="Write the arrays."),
-    max_elements: int = typer.Option(
-        10**8, "--max-elements", min=1, help="Largest number of elements of one tensor."
-    ),
-    debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks."),
+    expr: ExprArg = None,
+    values: ValuesArg = None,
+    file: FileOpt = None,
+    inputs: InputsOpt = None,
+    wrt: WrtOpt = None,
+    grad_output: GradOutputOpt = None,
+    clip_norm: ClipNormOpt = None,
+    norm_type: NormTypeOpt = "2",
+    clip_value: ClipValueOpt = None,
+    dtype: DTypeOpt = DType.float64,
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+    precision: PrecisionOpt = 4,
+    full: FullOpt = False,
+    save: Annotated[
+        Path | None,
+        typer.Option("--save", metavar="FILE.npz", help="Write output and gradients (.npz)."),
+    ] = None,
+    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    debug: DebugOpt = False,
 ) -> None:
-    from . import present
-
-    err_console = present.make_console(stderr=True)
-    request_id: Any = None
-    try:
-        from .api import evaluate
+    with _failures(json_out, debug) as state:
+        from . import present
+        from .api import evaluate, request_id, request_kwargs
         from .io import dumps, parse_json_text, save_npz
 
         if expr == "-" and file is None:
+            if values:
+                raise _usage("`eval -` reads one JSON request from stdin: give no NAME=VALUE")
             request = parse_json_text(_read_stdin(), what="request")
-            kwargs = _request_kwargs(request)
-            request_id = kwargs.pop("id", None)
+            state.id = request_id(request)
+            kwargs = request_kwargs(request)
         else:
-            args = list(values or [])
-            if file is not None:
-                if expr is not None:
-                    args.insert(0, expr)
-                expr = _read_program(file)
-            elif expr is None:
-                raise _usage("missing EXPR (or -f FILE)")
+            text, given = _program(expr, values, file)
             kwargs = {
-                "expr": expr,
-                "inputs": _gather_inputs(args, inputs, dtype.value, seed, max_elements),
+                "expr": text,
+                "inputs": _gather_inputs(given, inputs, dtype.value, seed, max_elements),
                 "wrt": _split_names(wrt),
                 "grad_output": None
                 if grad_output is None
@@ -128,28 +180,59 @@ def eval_command(
                 "dtype": dtype.value,
                 "seed": seed,
             }
-        result = evaluate(**kwargs, max_elements=max_elements, id=request_id)
-        present.print_warnings(result.warnings, err_console)
+        result = evaluate(**kwargs, max_elements=max_elements)
+        present.print_warnings(result.warnings, present.make_console(stderr=True))
         if json_out:
             _print_line(dumps(result.to_json()))
         else:
             present.print_result(result, present.make_console(), precision=precision, full=full)
         if save is not None:
             save_npz(str(save), _arrays_to_save(result))
-    except Exception as exc:  # every failure ends here: one line, the right exit code
-        _fail(exc, json_out, request_id, debug, err_console)
+
+
+@app.command("batch", help=BATCH_HELP)
+def batch_command(
+    source: Annotated[
+        str, typer.Argument(metavar="[FILE|-]", help="NDJSON requests (default: stdin).")
+    ] = "-",
+    accumulate: Annotated[
+        bool,
+        typer.Option(
+            "--accumulate",
+            help="Also sum each input's gradient over all requests; a final summary line.",
+        ),
+    ] = False,
+    max_line_bytes: Annotated[
+        int, typer.Option("--max-line-bytes", min=1, help="Longest request line accepted.")
+    ] = 16 * 2**20,
+    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    debug: DebugOpt = False,
+) -> None:
+    with _failures(True, debug):
+        from .batch import run_batch
+
+        stream, total = _open_source(source)
+        failed = run_batch(
+            stream,
+            _print_line,
+            accumulate=accumulate,
+            max_line_bytes=max_line_bytes,
+            max_elements=max_elements,
+            progress_total=total if source != "-" and sys.stderr.isatty() else None,
+            debug=debug,
+        )
+        if failed:
+            raise typer.Exit(1)
 
 
 @app.command("functions")
-def functions_command(
-    json_out: bool = typer.Option(False, "--json", help="Machine-readable JSON output."),
-) -> None:
+def functions_command(json_out: JsonOpt = False) -> None:
     """List every function of the language with its signature and derivative rule."""
     from . import present
     from .io import dumps
     from .language import FUNCTIONS
 
-    unique = {id(f): f for f in FUNCTIONS.values()}.values()
+    unique = list({id(f): f for f in FUNCTIONS.values()}.values())
     if json_out:
         rows = [
             {"name": f.name, "aliases": list(f.aliases), "signature": f.signature,
@@ -158,10 +241,32 @@ def functions_command(
         ]  # fmt: skip
         _print_line(dumps(rows))
         return
-    present.print_functions(list(unique), present.make_console())
+    present.print_functions(unique, present.make_console())
 
 
 # --------------------------------------------------------------------------------------
+# Helpers
+# --------------------------------------------------------------------------------------
+
+
+class _State:
+    id: Any = None
+
+
+class _failures:
+    """Context manager that turns any failure into SPEC's error output and exit code."""
+
+    def __init__(self, json_out: bool, debug: bool) -> None:
+        self.json_out = json_out
+        self.debug = debug
+        self.state = _State()
+
+    def __enter__(self) -> _State:
+        return self.state
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if isinstance(exc, Exception) and not isinstance(exc, (typer.Exit, BrokenPipeError)):
+            _fail(exc, self.json_out, self.state.id, self.debug)
 
 
 def _usage(message: str) -> Exception:
@@ -178,45 +283,38 @@ def _read_stdin() -> str:
         raise _usage(f"standard input is not UTF-8 text (byte {e.start})") from None
 
 
-def _read_program(path: Path) -> str:
+def _program(
+    expr: str | None, values: list[str] | None, file: Path | None
+) -> tuple[str, list[str]]:
+    """The program text and the NAME=VALUE arguments (with -f, EXPR is the first value)."""
+    args = list(values or [])
+    if file is not None:
+        if expr is not None:
+            args.insert(0, expr)
+        try:
+            return file.read_bytes().decode("utf-8"), args
+        except UnicodeDecodeError as e:
+            raise _usage(f"{file}: not UTF-8 text (byte {e.start})") from None
+        except OSError as e:
+            raise _usage(f"cannot read the program file {file}: {e.strerror or e}") from None
+    if expr is None:
+        raise _usage("missing EXPR (or -f FILE)")
+    return expr, args
+
+
+def _open_source(source: str) -> tuple[IO[bytes], int | None]:
+    if source == "-":
+        return sys.stdin.buffer, None
     try:
-        return path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise _usage(f"{path}: not UTF-8 text (byte {e.start})") from None
+        stream = open(source, "rb")  # noqa: SIM115 - closed when the process ends
     except OSError as e:
-        raise _usage(f"cannot read the program file {path}: {e.strerror or e}") from None
+        raise _usage(f"cannot read {source}: {e.strerror or e}") from None
+    try:
+        import os
 
-
-_REQUEST_FIELDS = (
-    "expr", "inputs", "wrt", "grad_output", "clip_norm", "norm_type", "clip_value", "id",
-    "seed", "dtype",
-)  # fmt: skip
-
-
-def _request_kwargs(request: Any) -> dict[str, Any]:
-    """A JSON request (SPEC §2) as keyword arguments of ``evaluate``."""
-    from .errors import InputError
-    from .language import suggest
-
-    if not isinstance(request, dict):
-        raise InputError('a request must be a JSON object with at least "expr" and "inputs"')
-    unknown = [k for k in request if k not in _REQUEST_FIELDS]
-    if unknown:
-        hints = "".join(suggest(k, _REQUEST_FIELDS) for k in unknown)
-        raise InputError(f"unknown request field {', '.join(map(repr, unknown))}{hints}")
-    if "expr" not in request or not isinstance(request["expr"], str):
-        raise InputError('a request needs "expr", a string')
-    if not isinstance(request.get("inputs", {}), dict):
-        raise InputError('"inputs" must be an object of name -> value')
-    kwargs = {k: v for k, v in request.items() if v is not None or k == "id"}
-    if "wrt" in kwargs and (
-        not isinstance(kwargs["wrt"], list) or not all(isinstance(n, str) for n in kwargs["wrt"])
-    ):
-        raise InputError('"wrt" must be a list of input names')
-    seed = kwargs.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError('"seed" must be a whole number >= 0')
-    return kwargs
+        return stream, os.fstat(stream.fileno()).st_size
+    except OSError:
+        return stream, None
 
 
 def _split_names(text: str | None) -> list[str] | None:
@@ -227,22 +325,18 @@ def _split_names(text: str | None) -> list[str] | None:
 
 def _cli_value(text: str, name: str, dtype: str, seed: int, max_elements: int) -> Any:
     """A VALUE of the command line: JSON, @file, or a constant expression."""
-    from . import engine as E
+    from .api import constant_value
     from .errors import GradcliError, InputError
     from .io import parse_cli_value
-    from .language import compile_program
 
     value = parse_cli_value(text, name=name, dtype=dtype, max_elements=max_elements)
     if value is not None:
         return value
     try:
-        program = compile_program(text)
-        missing = sorted(program.free_names())
-        if missing:
-            raise InputError(f"it uses `{missing[0]}`, which has no value")
-        with E.element_limit(max_elements), E.floating_errors():
-            return program.run({}, dtype=dtype, seed=seed).output.data
+        return constant_value(text, dtype=dtype, seed=seed, max_elements=max_elements)
     except GradcliError as e:
+        if e.kind not in ("parse", "name"):
+            raise
         raise InputError(
             f"bad value for {name}: {text[:60]!r} is not JSON, an @file or a constant "
             f"expression ({e.message})"
@@ -296,31 +390,18 @@ def _print_line(text: str) -> None:
     sys.stdout.flush()
 
 
-def _fail(
-    exc: BaseException, json_out: bool, request_id: Any, debug: bool, console: Any
-) -> NoReturn:
+def _fail(exc: BaseException, json_out: bool, request_id: Any, debug: bool) -> NoReturn:
     from . import present
-    from .errors import GradcliError, InvalidValueError
+    from .api import as_gradcli_error
+    from .io import dumps
 
     if debug:
         raise exc
-    if isinstance(exc, GradcliError):
-        err = exc
-    elif isinstance(exc, RecursionError):
-        err = InvalidValueError("the program is nested too deeply to evaluate")
-    elif isinstance(exc, MemoryError):
-        from .errors import LimitError
-
-        err = LimitError("out of memory: the computation is too large")
-    else:
-        err = InvalidValueError(
-            f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)"
-        )
+    err = as_gradcli_error(exc)
+    console = present.make_console(stderr=True)
     if json_out:
-        from .io import dumps
-
         _print_line(dumps({"id": request_id, "error": err.to_json()}))
-        console.print(f"error ({err.kind}): {err.message}", markup=False, highlight=False)
+        console.print(f"error ({err.kind}): {err.message}", markup=False, soft_wrap=True)
     else:
         present.print_error(err, console)
     raise typer.Exit(err.exit_code)
@@ -366,23 +447,35 @@ def _expressions_as_arguments(args: list[str]) -> list[str]:
         else:
             positional.append(a)
         j += 1
-    return (
-        [*args[: i + 1], *options, "--", *positional] if positional else [*args[: i + 1], *options]
-    )
+    head = [*args[: i + 1], *options]
+    return [*head, "--", *positional] if positional else head
 
 
 def main(argv: list[str] | None = None) -> None:
     """The ``gradcli`` console script."""
+    import signal
+
     args = sys.argv[1:] if argv is None else list(argv)
+    # click turns Ctrl-C into "Aborted!" with exit 1; SPEC wants 130 and no traceback.
+    signal.signal(signal.SIGINT, _interrupted)
     try:
         app(args=_expressions_as_arguments(args), prog_name="gradcli")
     except KeyboardInterrupt:
         sys.stderr.write("interrupted\n")
         sys.exit(130)
     except BrokenPipeError:
-        # The reader went away (e.g. `| head -n 1`): leave quietly, as `cat` does.
-        import os
+        _quiet_broken_pipe()
 
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        sys.exit(0)
+
+def _interrupted(signum: int, frame: Any) -> NoReturn:
+    sys.stderr.write("interrupted\n")
+    raise SystemExit(130)
+
+
+def _quiet_broken_pipe() -> NoReturn:
+    # The reader went away (e.g. `| head -n 1`): leave quietly, as `cat` does.
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)

@@ -402,7 +402,8 @@ class GradFn:
 def _const(data: Array) -> Tensor:
     """Wrap an array as a tensor that requires no grad (no copy)."""
     t = Tensor.__new__(Tensor)
-    t.data = data
+    # NumPy returns scalars, not 0-d arrays, from ufuncs on 0-d input: keep arrays only.
+    t.data = data if type(data) is np.ndarray else np.asarray(data)
     t.grad = None
     t.requires_grad = False
     t._op = None

@@ -494,7 +494,7 @@ def _stack_literal(seq: Seq, dtype: Any) -> Tensor:
             out[id(c)] if isinstance(c, Seq) else to_tensor(c, dtype, "array literal") for c in s
         ]
         if not items:
-            out[id(s)] = E.zeros((0,), dtype)
+            out[id(s)] = E.zeros((0,), dtype=dtype)
             continue
         first = items[0].shape
         for i, t in enumerate(items):
