@@ -21,7 +21,7 @@ from .errors import (
     NamingError,
     ShapeError,
 )
-from .language import FUNCTIONS, compile_program, suggest
+from .language import FUNCTIONS, Program, compile_program, suggest
 
 DTYPES = ("float64", "float32")
 
@@ -119,6 +119,59 @@ def _check_limit(value: Any, what: str) -> float | None:
     return v
 
 
+@dataclass
+class Setup:
+    """A parsed program with checked input values: what every command starts from."""
+
+    program: Program
+    values: dict[str, np.ndarray]
+    wanted: list[str]
+    dtype: str
+
+    def leaves(self) -> dict[str, E.Tensor]:
+        """Fresh leaf tensors (sharing the values), those in ``wanted`` requiring grad."""
+        leaves = {}
+        for name, v in self.values.items():
+            leaf = E.from_numpy(v, requires_grad=name in self.wanted)
+            leaf.label = name
+            leaves[name] = leaf
+        return leaves
+
+
+def prepare(
+    expr: str,
+    inputs: Mapping[str, Any] | None,
+    *,
+    wrt: Iterable[str] | None = None,
+    dtype: Any = "float64",
+    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+) -> Setup:
+    """Parse ``expr`` (cached), check the input names, ``wrt`` and values."""
+    from .io import value_from_json
+
+    dtype = check_dtype(dtype)
+    if not isinstance(max_elements, int) or max_elements < 1:
+        raise InputError(f"max_elements must be a whole number >= 1, not {max_elements!r}")
+    if not isinstance(expr, str):
+        raise InputError("expr must be a string")
+    raw = {k: v.data if isinstance(v, E.Tensor) else v for k, v in (inputs or {}).items()}
+    for name in raw:
+        if not isinstance(name, str) or not name.isidentifier():
+            raise InputError(f"input name {name!r} is not a valid name (an identifier)")
+        if name in FUNCTIONS:
+            raise NamingError(f"an input cannot be named `{name}`: that is a function")
+    wanted = list(raw) if wrt is None else list(dict.fromkeys(wrt))
+    for name in wanted:
+        if name not in raw:
+            raise NamingError(f"--wrt names `{name}`, which is not an input{suggest(name, raw)}")
+    program = compile_program(expr)
+    values = {
+        name: value_from_json(v, name=name, dtype=dtype, max_elements=max_elements)
+        for name, v in raw.items()
+    }
+    return Setup(program, values, wanted, dtype)
+
+
 def evaluate(
     expr: str,
     inputs: Mapping[str, Any] | None = None,
@@ -145,38 +198,22 @@ def evaluate(
     """
     from .io import value_from_json
 
-    dtype = check_dtype(dtype)
     clip_norm = _check_limit(clip_norm, "clip_norm")
     clip_value = _check_limit(clip_value, "clip_value")
     if clip_norm is not None and clip_value is not None:
         raise InputError("clip_norm and clip_value cannot be used together: choose one")
     p = check_norm_type(norm_type)
-    if not isinstance(max_elements, int) or max_elements < 1:
-        raise InputError(f"max_elements must be a whole number >= 1, not {max_elements!r}")
-    if not isinstance(expr, str):
-        raise InputError("expr must be a string")
-
-    inputs = {k: v.data if isinstance(v, E.Tensor) else v for k, v in (inputs or {}).items()}
-    for name in inputs:
-        if not isinstance(name, str) or not name.isidentifier():
-            raise InputError(f"input name {name!r} is not a valid name (an identifier)")
-    wanted = list(inputs) if wrt is None else list(wrt)
-    for name in wanted:
-        if name not in inputs:
-            raise NamingError(f"--wrt names `{name}`, which is not an input{suggest(name, inputs)}")
-
-    program = compile_program(expr)
+    setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
+    wanted = setup.wanted
     with E.element_limit(max_elements), E.floating_errors() as fp:
-        values = {
-            name: value_from_json(v, name=name, dtype=dtype, max_elements=max_elements)
-            for name, v in inputs.items()
-        }
-        leaves = {name: E.from_numpy(v, requires_grad=name in wanted) for name, v in values.items()}
-        ev = program.run(leaves, dtype=dtype, seed=seed)
+        leaves = setup.leaves()
+        ev = setup.program.run(leaves, dtype=dtype, seed=seed)
         out = ev.output
         reduction = None
         if grad_output is not None:
-            g = value_from_json(grad_output, name="grad_output", dtype=dtype)
+            g = value_from_json(
+                grad_output, name="grad_output", dtype=dtype, max_elements=max_elements
+            )
             if g.shape != out.shape:
                 raise ShapeError(
                     f"grad_output has shape {g.shape} but the output has shape {out.shape}"
@@ -224,7 +261,7 @@ def evaluate(
     return Result(
         expr=expr,
         value=out.data,
-        inputs=values,
+        inputs=setup.values,
         grads=grads,
         intermediates=intermediates,
         reduction=reduction,

@@ -8,6 +8,7 @@ fast. Every failure ends in :func:`_fail`: one line on stderr, the SPEC's exit c
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import IO, Annotated, Any, NoReturn
@@ -223,6 +224,284 @@ def batch_command(
         )
         if failed:
             raise typer.Exit(1)
+
+
+CHECK_HELP = """Compare analytic gradients with central finite differences (float64).
+
+Like torch.autograd.gradcheck: every element of the Jacobian (or, with --order 2, of the
+Hessian) must satisfy |analytic - numeric| <= atol + rtol |numeric|. Exit code 1 when any
+input fails. At a kink (relu at 0) the finite difference is wrong and the check fails.
+
+\b
+Examples:
+  gradcli check "sum(tanh(W @ x))" W="randn(3, 3)" x=[1,2,3]
+  gradcli check "sum(x**3)" x=[1,2] --order 2
+"""
+
+JACOBIAN_HELP = """The full Jacobian d output / d input, shaped output.shape + input.shape.
+
+\b
+Example:
+  gradcli jacobian "a*b+b" a=[3,4] b=[5,6]
+"""
+
+HESSIAN_HELP = """The Hessian of a scalar output with respect to the --wrt inputs.
+
+Computed by differentiating the backward pass (never by finite differences); rows and
+columns are the inputs' elements, flattened and concatenated in order.
+
+\b
+Example:
+  gradcli hessian "sum(x**3)" x=[1,2]
+"""
+
+GRAPH_HELP = """The computation graph: operation, shape, value and gradient of every node.
+
+\b
+Examples:
+  gradcli graph "h = a*b; sum(h + b)" a=[1,2] b=[3,4]
+  gradcli graph "sum(tanh(W @ x))" W="randn(2, 2)" x=[1,2] --dot | dot -Tsvg > graph.svg
+"""
+
+OPTIMIZE_HELP = """Minimise a scalar expression over the --wrt inputs by gradient descent.
+
+Each step does zero_grad(), backward(), the optional --clip-norm/--clip-value, and
+step(): the tutorial's training loop. --no-zero-grad shows what forgetting zero_grad()
+does (gradients accumulate).
+
+\b
+Example:
+  gradcli optimize "sum((x - 3)**2)" x=[0,0] --optimizer adam --lr 0.1 --steps 200
+"""
+
+
+def _inputs_of(
+    expr: str | None,
+    values: list[str] | None,
+    file: Path | None,
+    inputs: str | None,
+    dtype: DType,
+    seed: int,
+    max_elements: int,
+) -> tuple[str, dict[str, Any]]:
+    text, given = _program(expr, values, file)
+    return text, _gather_inputs(given, inputs, dtype.value, seed, max_elements)
+
+
+@app.command("check", help=CHECK_HELP, no_args_is_help=True)
+def check_command(
+    expr: ExprArg = None,
+    values: ValuesArg = None,
+    file: FileOpt = None,
+    inputs: InputsOpt = None,
+    wrt: WrtOpt = None,
+    eps: Annotated[float, typer.Option("--eps", help="Finite-difference step.")] = 1e-6,
+    rtol: Annotated[float, typer.Option("--rtol", help="Relative tolerance.")] = 1e-5,
+    atol: Annotated[float, typer.Option("--atol", help="Absolute tolerance.")] = 1e-8,
+    order: Annotated[
+        int, typer.Option("--order", min=1, max=2, help="1: gradients, 2: the Hessian.")
+    ] = 1,
+    dtype: DTypeOpt = DType.float64,
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    debug: DebugOpt = False,
+) -> None:
+    with _failures(json_out, debug):
+        from . import analysis, present
+        from .io import dumps
+
+        text, given = _inputs_of(expr, values, file, inputs, dtype, seed, max_elements)
+        result = analysis.check(
+            text, given, wrt=_split_names(wrt), eps=eps, rtol=rtol, atol=atol, order=order,
+            dtype=dtype.value, seed=seed, max_elements=max_elements,
+        )  # fmt: skip
+        if json_out:
+            _print_line(dumps(result.to_json()))
+        else:
+            present.print_check(result, present.make_console())
+        if not result.ok:
+            raise typer.Exit(1)
+
+
+@app.command("jacobian", help=JACOBIAN_HELP, no_args_is_help=True)
+def jacobian_command(
+    expr: ExprArg = None,
+    values: ValuesArg = None,
+    file: FileOpt = None,
+    inputs: InputsOpt = None,
+    wrt: WrtOpt = None,
+    dtype: DTypeOpt = DType.float64,
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+    precision: PrecisionOpt = 4,
+    full: FullOpt = False,
+    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    debug: DebugOpt = False,
+) -> None:
+    with _failures(json_out, debug):
+        from . import analysis, present
+        from .io import dumps
+
+        text, given = _inputs_of(expr, values, file, inputs, dtype, seed, max_elements)
+        result = analysis.jacobian(
+            text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
+            max_elements=max_elements,
+        )  # fmt: skip
+        if json_out:
+            _print_line(dumps(result.to_json()))
+        else:
+            present.print_jacobian(result, present.make_console(), precision=precision, full=full)
+
+
+@app.command("hessian", help=HESSIAN_HELP, no_args_is_help=True)
+def hessian_command(
+    expr: ExprArg = None,
+    values: ValuesArg = None,
+    file: FileOpt = None,
+    inputs: InputsOpt = None,
+    wrt: WrtOpt = None,
+    dtype: DTypeOpt = DType.float64,
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+    precision: PrecisionOpt = 4,
+    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    debug: DebugOpt = False,
+) -> None:
+    with _failures(json_out, debug):
+        from . import analysis, present
+        from .io import dumps
+
+        text, given = _inputs_of(expr, values, file, inputs, dtype, seed, max_elements)
+        result = analysis.hessian(
+            text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
+            max_elements=max_elements,
+        )  # fmt: skip
+        if json_out:
+            _print_line(dumps(result.to_json()))
+        else:
+            present.print_hessian(result, present.make_console(), precision=precision)
+
+
+@app.command("graph", help=GRAPH_HELP, no_args_is_help=True)
+def graph_command(
+    expr: ExprArg = None,
+    values: ValuesArg = None,
+    file: FileOpt = None,
+    inputs: InputsOpt = None,
+    wrt: WrtOpt = None,
+    dot: Annotated[bool, typer.Option("--dot", help="Write Graphviz DOT text.")] = False,
+    dtype: DTypeOpt = DType.float64,
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+    precision: PrecisionOpt = 4,
+    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    debug: DebugOpt = False,
+) -> None:
+    with _failures(json_out, debug):
+        from . import analysis, present
+        from .io import dumps
+
+        text, given = _inputs_of(expr, values, file, inputs, dtype, seed, max_elements)
+        result = analysis.graph(
+            text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
+            max_elements=max_elements,
+        )  # fmt: skip
+        if json_out:
+            _print_line(dumps(result.to_json()))
+        elif dot:
+            sys.stdout.write(result.to_dot())
+        else:
+            present.print_graph(result, present.make_console(), precision=precision)
+
+
+class OptimizerName(str, Enum):
+    sgd = "sgd"
+    momentum = "momentum"
+    adam = "adam"
+
+
+@app.command("optimize", help=OPTIMIZE_HELP, no_args_is_help=True)
+def optimize_command(
+    expr: ExprArg = None,
+    values: ValuesArg = None,
+    file: FileOpt = None,
+    inputs: InputsOpt = None,
+    wrt: WrtOpt = None,
+    steps: Annotated[int, typer.Option("--steps", min=0, help="Number of steps.")] = 100,
+    lr: Annotated[float, typer.Option("--lr", help="Learning rate.")] = 0.01,
+    optimizer: Annotated[
+        OptimizerName, typer.Option("--optimizer", help="sgd, momentum or adam.")
+    ] = OptimizerName.sgd,
+    momentum: Annotated[
+        float, typer.Option("--momentum", help="Momentum of the momentum optimizer.")
+    ] = 0.9,
+    clip_norm: ClipNormOpt = None,
+    norm_type: NormTypeOpt = "2",
+    clip_value: ClipValueOpt = None,
+    zero_grad: Annotated[
+        bool,
+        typer.Option(
+            "--zero-grad/--no-zero-grad", help="Zero the gradients before each backward()."
+        ),
+    ] = True,
+    dtype: DTypeOpt = DType.float64,
+    seed: SeedOpt = 0,
+    json_out: JsonOpt = False,
+    precision: PrecisionOpt = 4,
+    full: FullOpt = False,
+    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    debug: DebugOpt = False,
+) -> None:
+    with _failures(json_out, debug):
+        from . import analysis, present
+        from .io import dumps
+
+        text, given = _inputs_of(expr, values, file, inputs, dtype, seed, max_elements)
+        with _step_progress(steps) as on_step:
+            result = analysis.optimize(
+                text, given, wrt=_split_names(wrt), optimizer=optimizer.value, steps=steps,
+                lr=lr, momentum=momentum, clip_norm=clip_norm, norm_type=norm_type,
+                clip_value=clip_value, zero_grad=zero_grad, dtype=dtype.value, seed=seed,
+                max_elements=max_elements, on_step=on_step,
+            )  # fmt: skip
+        if json_out:
+            _print_line(dumps(result.to_json()))
+        else:
+            present.print_optimization(
+                result, present.make_console(), precision=precision, full=full
+            )
+
+
+class _step_progress:
+    """A rich progress bar on stderr while optimising, only when stderr is a terminal."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.progress: Any = None
+
+    def __enter__(self) -> Callable[[int, float], None] | None:
+        if not sys.stderr.isatty() or self.steps < 2:
+            return None
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.progress = Progress(
+            TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"), console=Console(stderr=True),
+            transient=True,
+        )  # fmt: skip
+        task = self.progress.add_task("optimize", total=self.steps, loss="")
+        self.progress.start()
+
+        def on_step(step: int, loss: float) -> None:
+            self.progress.update(task, completed=step, loss=f"{loss:.6g}")
+
+        return on_step
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.progress is not None:
+            self.progress.stop()
 
 
 @app.command("functions")

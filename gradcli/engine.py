@@ -478,6 +478,22 @@ def _toposort(root: Tensor) -> list[Tensor]:
     return order
 
 
+def graph_nodes(root: Tensor) -> list[Tensor]:
+    """Every tensor ``root`` was made from (constants too), inputs before their results."""
+    order: list[Tensor] = []
+    seen: set[int] = set()
+    stack: list[tuple[Tensor, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+        elif id(node) not in seen:
+            seen.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in reversed(node._parents) if id(p) not in seen)
+    return order
+
+
 def _backprop(
     root: Tensor,
     g: Any,

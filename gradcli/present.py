@@ -325,3 +325,171 @@ def print_functions(functions: Iterable[Any], console: Console) -> None:
         name = f.name + (f" ({', '.join(f.aliases)})" if f.aliases else "")
         table.add_row(Text(name), Text(f.signature), Text(f.summary), Text(f.derivative))
     console.print(table)
+
+
+# --------------------------------------------------------------------------------------
+# The other commands: jacobian, hessian, check, graph, optimize
+# --------------------------------------------------------------------------------------
+
+
+def print_jacobian(jac: Any, console: Console, *, precision: int = 4, full: bool = False) -> None:
+    """One row per input: d output / d input with its shape (output.shape + input.shape)."""
+    table = Table(title=Text(jac.expr), caption=Text(f"output shape {_shape(jac.value)}"))
+    table.add_column("d output / d", no_wrap=True)
+    table.add_column("shape", no_wrap=True)
+    table.add_column("jacobian", overflow="fold")
+    for name, j in jac.jacobian.items():
+        table.add_row(Text(name), Text(_shape(j)), ArrayCell(j, precision=precision, full=full))
+    console.print(table)
+
+
+def print_hessian(hes: Any, console: Console, *, precision: int = 4) -> None:
+    """The Hessian as a matrix with a label per row and column (``x[0]``, ``W[1,2]``)."""
+    n = len(hes.labels)
+    title = Text(f"Hessian of {hes.expr}")
+    caption = Text(f"value {format_array(hes.value, precision=precision)}")
+    if n > 40:  # too wide for columns: one labelled row per line, NumPy-formatted
+        table = Table(title=title, caption=caption)
+        table.add_column("row", no_wrap=True)
+        table.add_column("second derivatives", overflow="fold")
+        for label, row in zip(hes.labels, hes.hessian, strict=True):
+            table.add_row(Text(label), ArrayCell(row, precision=precision))
+    else:
+        table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD)
+        table.add_column("", no_wrap=True, style="bold")
+        for label in hes.labels:
+            table.add_column(Text(label), justify="right", no_wrap=True)
+        for label, row in zip(hes.labels, hes.hessian, strict=True):
+            table.add_row(Text(label), *(Text(_num(v, precision - 2)) for v in row))
+    console.print(table)
+
+
+def print_check(chk: Any, console: Console) -> None:
+    """Worst absolute and relative error per input, and where it occurs."""
+    what = "gradient" if chk.order == 1 else "Hessian"
+    table = Table(
+        title=Text(f"{what} check of {chk.expr}"),
+        caption=Text(
+            f"central differences in float64, eps {chk.eps:g}; pass when "
+            f"|analytic - numeric| <= {chk.atol:g} + {chk.rtol:g} |numeric|"
+        ),
+    )
+    for col in ("input", "result", "abs error", "rel error", "worst at", "analytic", "numeric"):
+        table.add_column(col, overflow="fold")
+    for name, c in chk.inputs.items():
+        where = Text(f"{name}[{','.join(map(str, c.worst_index))}]" if c.worst_index else name)
+        table.add_row(
+            Text(name),
+            Text("ok", style="green") if c.ok else Text("FAILED", style="bold red"),
+            Text(_num(c.max_abs_error, 1)),
+            Text(_num(c.max_rel_error, 1)),
+            where,
+            Text(_num(c.analytic)),
+            Text(_num(c.numeric)),
+        )
+    console.print(table)
+
+
+def print_graph(g: Any, console: Console, *, precision: int = 4, max_nodes: int = 400) -> None:
+    """The computation graph as a tree from the output down to the inputs. A node used twice
+    is drawn once; later uses point to it by number."""
+    from rich.tree import Tree
+
+    nodes = g.nodes
+    if len(nodes) > max_nodes:
+        console.print(
+            Text(
+                f"the graph has {len(nodes)} nodes: too many to draw as a tree "
+                "(use --json or --dot)"
+            )
+        )
+        return
+
+    def label(n: Any) -> Text:
+        if n.inputs:  # an operation, perhaps bound to a name
+            head = Text.assemble((f"#{n.id} ", "dim"), (f"{n.label} = " if n.label else "",
+                                 "bold"), (n.op, "cyan"))  # fmt: skip
+        else:  # an input (named) or a constant
+            head = Text.assemble((f"#{n.id} ", "dim"), (n.label or "", "bold"),
+                                 (f" ({n.op})" if n.label else n.op, "cyan"))  # fmt: skip
+        head.append(f"  {_shape(n.value)}  value {_short_array(n.value, precision)}")
+        if n.grad is not None:
+            head.append(f"  grad {_short_array(n.grad, precision)}", style="green")
+        return head
+
+    drawn: set[int] = set()
+    by_id = {n.id: n for n in nodes}
+    root = Tree(label(by_id[g.output]))
+    drawn.add(g.output)
+    stack = [(root, by_id[g.output])]
+    while stack:  # iterative: deep graphs must not recurse
+        branch, node = stack.pop()
+        for i in node.inputs:
+            child = by_id[i]
+            if i in drawn:
+                branch.add(Text(f"→ #{i} {child.label or child.op} (drawn once, elsewhere)", style="dim"))
+            else:
+                drawn.add(i)
+                stack.append((branch.add(label(child)), child))
+    console.print(Text(g.expr, style="bold"))
+    console.print(root)
+
+
+def _short_array(a: np.ndarray, precision: int) -> str:
+    text = np.array2string(np.asarray(a), precision=precision, threshold=8, edgeitems=2)
+    return " ".join(text.split())
+
+
+_SPARK = "▁▂▃▄▅▆▇█"
+
+
+def loss_plot(losses: list[float], *, width: int = 60, height: int = 8) -> Text:
+    """A text plot of the loss curve (log scale when the losses span decades)."""
+    values = np.asarray(losses, dtype=np.float64)
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return Text("(no finite loss to plot)")
+    log = bool(finite.min() > 0 and finite.max() / finite.min() > 100)
+    ys = np.log10(values) if log else values
+    # resample to at most `width` columns
+    idx = np.linspace(0, len(ys) - 1, num=min(width, len(ys))).round().astype(int)
+    col = ys[idx]
+    lo, hi = np.nanmin(col[np.isfinite(col)]), np.nanmax(col[np.isfinite(col)])
+    span = hi - lo if hi > lo else 1.0
+    level = np.where(np.isfinite(col), np.round((col - lo) / span * (height - 1)), -1)
+    lines = []
+    for row in range(height - 1, -1, -1):
+        chars = ["•" if lv == row else " " for lv in level]
+        tick = hi - (height - 1 - row) * span / (height - 1)
+        shown = 10**tick if log else tick
+        lines.append(f"{shown:>10.4g} ┤" + "".join(chars))
+    lines.append(" " * 11 + "└" + "─" * len(col))
+    lines.append(" " * 12 + f"step 0 … {len(values) - 1}" + ("  (log scale)" if log else ""))
+    return Text("\n".join(lines))
+
+
+def print_optimization(
+    opt: Any, console: Console, *, precision: int = 4, full: bool = False
+) -> None:
+    """Final values and gradients, and the loss curve."""
+    table = Table(
+        title=Text(f"{opt.optimizer} on {opt.expr}"),
+        caption=Text(
+            f"{opt.steps} steps, lr {opt.lr:g}: loss {_num(opt.losses[0], precision)} → "
+            f"{_num(opt.losses[-1], precision)}"
+        ),
+    )
+    table.add_column("name", no_wrap=True)
+    table.add_column("shape", no_wrap=True)
+    table.add_column("final value", overflow="fold")
+    table.add_column("gradient", overflow="fold")
+    for name, (value, grad) in opt.final.items():
+        table.add_row(
+            Text(name),
+            Text(_shape(value)),
+            ArrayCell(value, precision=precision, full=full),
+            ArrayCell(grad, precision=precision, full=full) if grad is not None else Text(NO_GRAD),
+        )
+    console.print(table)
+    console.print(Text("loss", style="bold"))
+    console.print(loss_plot(opt.losses), soft_wrap=True)

@@ -1,0 +1,533 @@
+"""Beyond one gradient: Jacobians, Hessians, gradient checks, the graph, and optimisation.
+
+Every function here starts from :func:`api.prepare` (parse once, check inputs) and uses the
+engine's reverse mode: a Jacobian is one backward pass per output element, a Hessian one
+backward pass *of the backward pass* (``create_graph=True``) per input element — never
+finite differences, which only :func:`check` uses, as the independent oracle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import engine as E
+from .api import Setup, check_norm_type, prepare
+from .errors import InputError, ShapeError
+from .io import json_array
+
+# --------------------------------------------------------------------------------------
+# Jacobian
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Jacobian:
+    expr: str
+    value: np.ndarray
+    jacobian: dict[str, np.ndarray]  # name -> output.shape + input.shape
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "expr": self.expr,
+            "output": {"shape": list(self.value.shape), "value": json_array(self.value)},
+            "jacobian": {
+                name: {"shape": list(j.shape), "value": json_array(j)}
+                for name, j in self.jacobian.items()
+            },
+        }
+
+
+def _check_work(n: int, what: str) -> None:
+    E.check_size((n,), what)
+
+
+def _jacobian_of(setup: Setup, seed: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    leaves = setup.leaves()
+    out = setup.program.run(leaves, dtype=setup.dtype, seed=seed, retain=False).output
+    wanted = [leaves[n] for n in setup.wanted]
+    total_in = sum(t.size for t in wanted)
+    _check_work(out.size * total_in, "jacobian")
+    rows: dict[str, np.ndarray] = {
+        n: np.zeros((out.size, leaves[n].size), dtype=out.dtype) for n in setup.wanted
+    }
+    if out.requires_grad:
+        for i in range(out.size):
+            onehot = np.zeros(out.size, dtype=out.dtype)
+            onehot[i] = 1.0
+            grads = E.grad(out, wanted, grad_outputs=onehot.reshape(out.shape))
+            for name, g in zip(setup.wanted, grads, strict=True):
+                if g is not None:
+                    rows[name][i] = g.data.ravel()
+    return out.data, {n: rows[n].reshape(out.shape + leaves[n].shape) for n in setup.wanted}
+
+
+def jacobian(
+    expr: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    wrt: Iterable[str] | None = None,
+    dtype: Any = "float64",
+    seed: int = 0,
+    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+) -> Jacobian:
+    """d output / d input for each ``wrt`` input, shaped ``output.shape + input.shape``."""
+    setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
+    with E.element_limit(max_elements), E.floating_errors():
+        value, jac = _jacobian_of(setup, seed)
+    return Jacobian(expr, value, jac)
+
+
+# --------------------------------------------------------------------------------------
+# Hessian
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Hessian:
+    expr: str
+    value: np.ndarray
+    wrt: list[str]
+    labels: list[str]
+    hessian: np.ndarray
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "expr": self.expr,
+            "output": {"shape": list(self.value.shape), "value": json_array(self.value)},
+            "wrt": self.wrt,
+            "labels": self.labels,
+            "hessian": json_array(self.hessian),
+        }
+
+
+def element_labels(name: str, shape: tuple[int, ...]) -> list[str]:
+    """``x`` for a scalar, ``x[0]``, ``x[1]`` for a vector, ``W[0,1]`` for a matrix."""
+    if not shape:
+        return [name]
+    return [f"{name}[{','.join(map(str, idx))}]" for idx in np.ndindex(*shape)]
+
+
+def _scalar_output(out: E.Tensor, command: str) -> None:
+    if out.size != 1 or out.ndim != 0:
+        raise ShapeError(
+            f"{command} needs a scalar output, but the output has shape {out.shape}: "
+            f"reduce it, e.g. sum(...) or mean(...)"
+        )
+
+
+def _hessian_of(setup: Setup, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    leaves = setup.leaves()
+    wanted = [leaves[n] for n in setup.wanted]
+    out = setup.program.run(leaves, dtype=setup.dtype, seed=seed, retain=False).output
+    _scalar_output(out, "hessian")
+    sizes = [t.size for t in wanted]
+    n = sum(sizes)
+    _check_work(n * n, "hessian")
+    h = np.zeros((n, n), dtype=out.dtype)
+    if not out.requires_grad:
+        return out.data, h
+    firsts = E.grad(out, wanted, create_graph=True)
+    flat = [E.flatten(g) if g is not None else None for g in firsts]  # d out / d input, as a graph
+    offsets = np.cumsum([0, *sizes])
+    for j, g in enumerate(flat):
+        if g is None or not g.requires_grad:
+            continue  # a constant first derivative: its row of the Hessian is zero
+        for k in range(sizes[j]):
+            second = E.grad(g[k], wanted)
+            row = offsets[j] + k
+            for i, s in enumerate(second):
+                if s is not None:
+                    h[row, offsets[i] : offsets[i + 1]] = s.data.ravel()
+    return out.data, h
+
+
+def hessian(
+    expr: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    wrt: Iterable[str] | None = None,
+    dtype: Any = "float64",
+    seed: int = 0,
+    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+) -> Hessian:
+    """Second derivatives of a scalar output by differentiating the backward pass."""
+    setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
+    with E.element_limit(max_elements), E.floating_errors():
+        value, h = _hessian_of(setup, seed)
+    labels = [
+        lab for name in setup.wanted for lab in element_labels(name, setup.values[name].shape)
+    ]
+    return Hessian(expr, value, list(setup.wanted), labels, h)
+
+
+# --------------------------------------------------------------------------------------
+# Gradient check (like torch.autograd.gradcheck)
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class InputCheck:
+    ok: bool
+    max_abs_error: float
+    max_rel_error: float
+    worst_index: list[int]
+    analytic: float = math.nan
+    numeric: float = math.nan
+
+
+@dataclass
+class Check:
+    expr: str
+    ok: bool
+    eps: float
+    rtol: float
+    atol: float
+    order: int
+    inputs: dict[str, InputCheck] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "expr": self.expr,
+            "ok": self.ok,
+            "eps": self.eps,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "order": self.order,
+            "inputs": {
+                name: {
+                    "ok": c.ok,
+                    "max_abs_error": _finite_or_str(c.max_abs_error),
+                    "max_rel_error": _finite_or_str(c.max_rel_error),
+                    "worst_index": c.worst_index,
+                    "analytic": _finite_or_str(c.analytic),
+                    "numeric": _finite_or_str(c.numeric),
+                }
+                for name, c in self.inputs.items()
+            },
+        }
+
+
+def _finite_or_str(x: float) -> Any:
+    return json_array(np.asarray(x))
+
+
+def _compare(
+    analytic: np.ndarray, numeric: np.ndarray, in_shape: tuple[int, ...], rtol: float, atol: float
+) -> InputCheck:
+    """Worst disagreement of two (out_size, in_size) matrices, located in the input."""
+    with np.errstate(all="ignore"):
+        diff = np.abs(analytic - numeric)
+        bad = ~(diff <= atol + rtol * np.abs(numeric))  # nan counts as bad
+        rel = diff / np.maximum(np.abs(numeric), np.finfo(np.float64).tiny)
+    if diff.size == 0:
+        return InputCheck(True, 0.0, 0.0, [])
+    score = np.where(np.isnan(diff), np.inf, diff)
+    flat = int(np.argmax(np.where(bad, np.inf, score))) if bad.any() else int(np.argmax(score))
+    _, col = np.unravel_index(flat, diff.shape)
+    index = [int(i) for i in np.unravel_index(col, in_shape)] if in_shape else []
+    return InputCheck(
+        ok=not bool(bad.any()),
+        max_abs_error=float(np.nanmax(np.where(np.isnan(diff), np.inf, diff))),
+        max_rel_error=float(np.nanmax(np.where(np.isnan(rel), np.inf, rel))),
+        worst_index=index,
+        analytic=float(analytic.flat[flat]),
+        numeric=float(numeric.flat[flat]),
+    )
+
+
+def _numeric_jacobian(setup: Setup, name: str, seed: int, eps: float, order: int) -> np.ndarray:
+    """Central differences, in float64, of the output (order 1) or of the analytic gradient
+    (order 2) with respect to each element of input ``name``: shape (out_size, in_size)."""
+    base = setup.values[name]
+    columns = []
+    for k in range(base.size):
+        results = []
+        for step in (eps, -eps):
+            values = dict(setup.values)
+            moved = base.astype(np.float64, copy=True)
+            moved.flat[k] += step
+            values[name] = moved
+            shifted = Setup(setup.program, values, setup.wanted, "float64")
+            if order == 1:
+                leaves = shifted.leaves()
+                out = shifted.program.run(leaves, dtype="float64", seed=seed, retain=False)
+                results.append(out.output.data.astype(np.float64).ravel())
+            else:
+                results.append(_flat_gradient(shifted, seed))
+        columns.append((results[0] - results[1]) / (2 * eps))
+    size = columns[0].size if columns else 0
+    return np.stack(columns, axis=1) if columns else np.zeros((size, 0))
+
+
+def _flat_gradient(setup: Setup, seed: int) -> np.ndarray:
+    leaves = setup.leaves()
+    out = setup.program.run(leaves, dtype=setup.dtype, seed=seed, retain=False).output
+    _scalar_output(out, "check --order 2")
+    wanted = [leaves[n] for n in setup.wanted]
+    grads = E.grad(out, wanted) if out.requires_grad else [None] * len(wanted)
+    parts = [
+        (g.data if g is not None else np.zeros_like(t.data)).astype(np.float64).ravel()
+        for g, t in zip(grads, wanted, strict=True)
+    ]
+    return np.concatenate(parts) if parts else np.zeros(0)
+
+
+def check(
+    expr: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    wrt: Iterable[str] | None = None,
+    eps: float = 1e-6,
+    rtol: float = 1e-5,
+    atol: float = 1e-8,
+    order: int = 1,
+    dtype: Any = "float64",
+    seed: int = 0,
+    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+) -> Check:
+    """Compare the analytic Jacobian (order 1) or Hessian (order 2) with central finite
+    differences in float64, element by element, as ``torch.autograd.gradcheck`` does."""
+    if not (eps > 0 and math.isfinite(eps)) or not rtol >= 0 or not atol >= 0:
+        raise InputError("eps must be a positive number and rtol, atol numbers >= 0")
+    if order not in (1, 2):
+        raise InputError(f"--order must be 1 or 2, not {order}")
+    setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
+    result = Check(expr, True, eps, rtol, atol, order)
+    with E.element_limit(max_elements), E.floating_errors():
+        if order == 1:
+            value, jac = _jacobian_of(setup, seed)
+            analytic = {n: j.reshape(value.size, -1).astype(np.float64) for n, j in jac.items()}
+        else:
+            value, h = _hessian_of(setup, seed)
+            sizes = [setup.values[n].size for n in setup.wanted]
+            offsets = np.cumsum([0, *sizes])
+            analytic = {
+                n: h[:, offsets[i] : offsets[i + 1]].astype(np.float64)
+                for i, n in enumerate(setup.wanted)
+            }
+        for name in setup.wanted:
+            numeric = _numeric_jacobian(setup, name, seed, eps, order)
+            c = _compare(analytic[name], numeric, setup.values[name].shape, rtol, atol)
+            result.inputs[name] = c
+            result.ok = result.ok and c.ok
+    return result
+
+
+# --------------------------------------------------------------------------------------
+# The computation graph
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Node:
+    id: int
+    op: str
+    label: str | None
+    value: np.ndarray
+    grad: np.ndarray | None
+    inputs: list[int]
+
+
+@dataclass
+class Graph:
+    expr: str
+    output: int
+    nodes: list[Node]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "expr": self.expr,
+            "output": self.output,
+            "nodes": [
+                {
+                    "id": n.id,
+                    "op": n.op,
+                    "label": n.label,
+                    "shape": list(n.value.shape),
+                    "value": json_array(n.value),
+                    "grad": json_array(n.grad),
+                    "inputs": n.inputs,
+                }
+                for n in self.nodes
+            ],
+        }
+
+    def to_dot(self) -> str:
+        """Graphviz DOT text: one box per node, edges from inputs to the node they make."""
+        lines = ["digraph gradcli {", "  rankdir=BT;", '  node [shape=box, fontname="monospace"];']
+        for n in self.nodes:
+            title = n.op if n.label is None else f"{n.label} = {n.op}" if n.inputs else n.label
+            text = f"{title}\\nshape {tuple(n.value.shape)}"
+            text += f"\\nvalue {_short(n.value)}"
+            if n.grad is not None:
+                text += f"\\ngrad {_short(n.grad)}"
+            style = ', style="bold"' if n.id == self.output else ""
+            lines.append(f'  n{n.id} [label="{_dot_escape(text)}"{style}];')
+        for n in self.nodes:
+            for i in n.inputs:
+                lines.append(f"  n{i} -> n{n.id};")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+def _short(a: np.ndarray) -> str:
+    return np.array2string(np.asarray(a), precision=4, threshold=6, edgeitems=2).replace("\n", " ")
+
+
+def _dot_escape(text: str) -> str:
+    # keep the \n line breaks DOT understands; escape quotes and stray backslashes
+    return (
+        text.replace("\\n", "\x00").replace("\\", "\\\\").replace('"', '\\"').replace("\x00", "\\n")
+    )
+
+
+def graph(
+    expr: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    wrt: Iterable[str] | None = None,
+    dtype: Any = "float64",
+    seed: int = 0,
+    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+) -> Graph:
+    """The computation graph of ``expr``: every node with its operation, value and the
+    gradient of the (summed) output with respect to it."""
+    setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
+    with E.element_limit(max_elements), E.floating_errors():
+        leaves = setup.leaves()
+        ev = setup.program.run(leaves, dtype=setup.dtype, seed=seed)
+        for name, t in ev.bindings.items():
+            t.label = name
+        out = ev.output
+        order = E.graph_nodes(out)
+        for t in order:
+            if t.requires_grad:
+                t.retain_grad()
+        root = E.sum(out) if out.ndim else out
+        if root.requires_grad:
+            root.backward()
+    ids = {id(t): k for k, t in enumerate(order)}
+    nodes = [
+        Node(
+            id=ids[id(t)],
+            op=(t.op_name or ("input" if t.label in setup.values else "constant")),
+            label=t.label,
+            value=t.data,
+            grad=None if t.grad is None else t.grad.data,
+            inputs=[ids[id(p)] for p in t.parents],
+        )
+        for t in order
+    ]
+    return Graph(expr, ids[id(out)], nodes)
+
+
+# --------------------------------------------------------------------------------------
+# Optimisation
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Optimization:
+    expr: str
+    optimizer: str
+    lr: float
+    steps: int
+    losses: list[float]
+    final: dict[str, tuple[np.ndarray, np.ndarray | None]]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "expr": self.expr,
+            "optimizer": self.optimizer,
+            "lr": self.lr,
+            "steps": self.steps,
+            "losses": json_array(np.asarray(self.losses, dtype=np.float64)),
+            "final": {
+                name: {"value": json_array(v), "grad": json_array(g)}
+                for name, (v, g) in self.final.items()
+            },
+        }
+
+
+OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
+def optimize(
+    expr: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    wrt: Iterable[str] | None = None,
+    optimizer: str = "sgd",
+    steps: int = 100,
+    lr: float = 0.01,
+    momentum: float = 0.9,
+    clip_norm: float | None = None,
+    norm_type: Any = 2.0,
+    clip_value: float | None = None,
+    zero_grad: bool = True,
+    dtype: Any = "float64",
+    seed: int = 0,
+    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    on_step: Any = None,
+) -> Optimization:
+    """Minimise a scalar expression over the ``wrt`` inputs: each step ``zero_grad()``,
+    ``backward()``, optional clipping, ``step()`` — the tutorial's training loop."""
+    from . import nn, optim
+
+    if optimizer not in OPTIMIZERS:
+        raise InputError(f"unknown optimizer {optimizer!r}: use sgd, momentum or adam")
+    if not isinstance(steps, int) or steps < 0:
+        raise InputError(f"--steps must be a whole number >= 0, not {steps!r}")
+    if not (lr > 0 and math.isfinite(lr)):
+        raise InputError(f"--lr must be a positive number, not {lr!r}")
+    if clip_norm is not None and clip_value is not None:
+        raise InputError("--clip-norm and --clip-value cannot be used together: choose one")
+    for what, v in (("--clip-norm", clip_norm), ("--clip-value", clip_value)):
+        if v is not None and not (v >= 0 and math.isfinite(v)):
+            raise InputError(f"{what} must be a finite number >= 0, not {v!r}")
+    p = check_norm_type(norm_type)
+    setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
+    if not setup.wanted:
+        raise InputError("optimize needs at least one input to optimise (--wrt)")
+    # the parameters are updated in place: work on copies of the given values
+    setup.values = {k: v.copy() for k, v in setup.values.items()}
+    leaves = setup.leaves()
+    params = [leaves[n] for n in setup.wanted]
+    opt: optim.Optimizer
+    if optimizer == "adam":
+        opt = optim.Adam(params, lr=lr)
+    else:
+        opt = optim.SGD(params, lr=lr, momentum=momentum if optimizer == "momentum" else 0.0)
+    losses: list[float] = []
+
+    def loss_and_grad() -> float:
+        out = setup.program.run(leaves, dtype=setup.dtype, seed=seed, retain=False).output
+        _scalar_output(out, "optimize")
+        if out.requires_grad:
+            out.backward()
+        return float(out.data)
+
+    with E.element_limit(max_elements), E.floating_errors():
+        for step in range(steps):
+            if zero_grad:
+                opt.zero_grad()
+            losses.append(loss_and_grad())
+            if clip_norm is not None:
+                nn.clip_grad_norm_(params, clip_norm, p)
+            elif clip_value is not None:
+                nn.clip_grad_value_(params, clip_value)
+            opt.step()
+            if on_step is not None:
+                on_step(step + 1, losses[-1])
+        opt.zero_grad()
+        losses.append(loss_and_grad())
+    final: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+    for n in setup.wanted:
+        g = leaves[n].grad
+        final[n] = (leaves[n].data, None if g is None else g.data)
+    return Optimization(expr, optimizer, lr, steps, losses, final)
