@@ -250,6 +250,11 @@ def evaluate(
         intermediates[name] = (t.data, g_b)
 
     warnings = fp.messages()
+    if reduction == "sum":
+        warnings.append(
+            f"the output has shape {out.shape}: gradients are those of sum(output), as "
+            "z.sum().backward() (give grad_output for a vector-Jacobian product)"
+        )
     if ev.literal_overflow:
         warnings.append("a number in the program is too large for a float and became inf")
     if not E.all_finite(out.data):

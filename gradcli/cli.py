@@ -47,7 +47,39 @@ Examples:
   gradcli batch data.ndjson --accumulate | tail -n 1
 """
 
+
+class _Group(typer.core.TyperGroup):
+    """gradcli's command group: an expression may begin with ``-``, and click's own usage
+    errors are reported like every other gradcli error (one line, JSON with ``--json``)."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: list[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        given = sys.argv[1:] if args is None else list(args)
+        try:
+            code = super().main(
+                args=_expressions_as_arguments(given, self),
+                prog_name=prog_name,
+                complete_var=complete_var,
+                standalone_mode=False,
+                **extra,
+            )
+        except Exception as exc:  # click's errors (typer may bundle its own click)
+            if not hasattr(exc, "format_message") or not hasattr(exc, "exit_code"):
+                raise
+            code = _click_error(exc, json_out="--json" in given)
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 app = typer.Typer(
+    cls=_Group,
     help=HELP,
     add_completion=False,
     no_args_is_help=True,
@@ -182,13 +214,13 @@ def eval_command(
                 "seed": seed,
             }
         result = evaluate(**kwargs, max_elements=max_elements)
+        if save is not None:  # before printing: a failed save must not follow a success
+            save_npz(str(save), _arrays_to_save(result))
         present.print_warnings(result.warnings, present.make_console(stderr=True))
         if json_out:
             _print_line(dumps(result.to_json()))
         else:
             present.print_result(result, present.make_console(), precision=precision, full=full)
-        if save is not None:
-            save_npz(str(save), _arrays_to_save(result))
 
 
 @app.command("batch", help=BATCH_HELP)
@@ -691,7 +723,7 @@ def _fail(exc: BaseException, json_out: bool, request_id: Any, debug: bool) -> N
 # --------------------------------------------------------------------------------------
 
 
-def _expressions_as_arguments(args: list[str]) -> list[str]:
+def _expressions_as_arguments(args: list[str], group: Any = None) -> list[str]:
     """Let an expression that begins with ``-`` (``"-x**2"``) be an argument, not an option.
 
     Options the command knows are kept (with their values); everything else is moved after
@@ -700,7 +732,8 @@ def _expressions_as_arguments(args: list[str]) -> list[str]:
     i = next((k for k, a in enumerate(args) if not a.startswith("-")), None)
     if i is None:
         return args
-    group = typer.main.get_command(app)
+    if group is None:
+        group = typer.main.get_command(app)
     command = getattr(group, "commands", {}).get(args[i])
     if command is None:
         return args
@@ -734,16 +767,29 @@ def main(argv: list[str] | None = None) -> None:
     """The ``gradcli`` console script."""
     import signal
 
-    args = sys.argv[1:] if argv is None else list(argv)
     # click turns Ctrl-C into "Aborted!" with exit 1; SPEC wants 130 and no traceback.
     signal.signal(signal.SIGINT, _interrupted)
     try:
-        app(args=_expressions_as_arguments(args), prog_name="gradcli")
-    except KeyboardInterrupt:
-        sys.stderr.write("interrupted\n")
-        sys.exit(130)
+        app(args=sys.argv[1:] if argv is None else list(argv), prog_name="gradcli")
     except BrokenPipeError:
         _quiet_broken_pipe()
+
+
+def _click_error(exc: Any, json_out: bool) -> int:
+    """A bad option or argument, reported like every other gradcli error (kind ``input``)."""
+    if type(exc).__name__ == "NoArgsIsHelpError":
+        exc.show()  # `gradcli eval` alone: the help text
+        return int(exc.exit_code)
+    from .errors import InputError
+
+    message = exc.format_message()
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        message += f" (see '{ctx.command_path} --help')"
+    try:
+        _fail(InputError(message), json_out, None, debug=False)
+    except typer.Exit as done:
+        return int(done.exit_code)
 
 
 def _interrupted(signum: int, frame: Any) -> NoReturn:

@@ -150,7 +150,12 @@ def parse(text: str) -> Any:
         col = text.index("\x00")
         line = text.count("\n", 0, col) + 1
         column = col - (text.rfind("\n", 0, col) + 1) + 1
-        raise ParseError("a NUL character is not allowed in a program", line=line, column=column)
+        raise ParseError(
+            "a NUL character is not allowed in a program",
+            line=line,
+            column=column,
+            context=_caret(text.replace("\x00", " "), line, column),
+        )
     try:
         return _parser().parse(text)
     except UnexpectedCharacters as e:

@@ -427,7 +427,9 @@ def print_graph(g: Any, console: Console, *, precision: int = 4, max_nodes: int 
         for i in node.inputs:
             child = by_id[i]
             if i in drawn:
-                branch.add(Text(f"→ #{i} {child.label or child.op} (drawn once, elsewhere)", style="dim"))
+                branch.add(
+                    Text(f"→ #{i} {child.label or child.op} (drawn once, elsewhere)", style="dim")
+                )
             else:
                 drawn.add(i)
                 stack.append((branch.add(label(child)), child))

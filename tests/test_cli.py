@@ -1,0 +1,616 @@
+"""Tests of the command line (SPEC §2): real ``python -m gradcli`` processes for the key
+cases, typer's CliRunner (after the CLI's own argv pre-processing) for the cheaper ones.
+
+Every error case is checked for: the exit code of its kind, a one-line ``error...`` cause as
+the first line of stderr, no Python traceback anywhere, and in ``--json`` mode a strict-JSON
+error object on stdout.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from gradcli.cli import _expressions_as_arguments, app
+
+REPO = Path(__file__).resolve().parent.parent
+TUTORIAL = ["eval", "a*b+b", "a=[3,4]", "b=[5,6]"]
+EXIT_CODE = {"parse": 2, "name": 2, "input": 2, "shape": 1, "domain": 1, "value": 1, "limit": 1}
+
+
+def strict_loads(text: str) -> Any:
+    """json.loads that refuses the NaN/Infinity tokens, as a strict JSON reader does."""
+
+    def refuse(token: str) -> Any:
+        raise ValueError(f"non-standard JSON token {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> Any:
+        lines = self.stdout.splitlines()
+        assert len(lines) == 1, f"expected one line of JSON on stdout, got {self.stdout!r}"
+        return strict_loads(lines[0])
+
+    @property
+    def first_error_line(self) -> str:
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        assert lines, "nothing on stderr"
+        return lines[0]
+
+    def assert_no_traceback(self) -> None:
+        assert "Traceback" not in self.stdout
+        assert "Traceback" not in self.stderr
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    for var in ("COLUMNS", "LINES", "FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE"):
+        env.pop(var, None)
+    env["NO_COLOR"] = "1"
+    env["PYTHONIOENCODING"] = "utf-8"
+    return env
+
+
+@functools.cache
+def run(*args: str, stdin: str | None = None) -> Run:
+    """``python -m gradcli ARGS`` in a subprocess at the repository root (cached by args)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "gradcli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        cwd=REPO,
+        env=_env(),
+        timeout=120,
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+@functools.cache
+def invoke(*args: str, stdin: str | None = None) -> Run:
+    """The same through CliRunner, in-process, after the CLI's argv pre-processing."""
+    result = CliRunner().invoke(
+        app, _expressions_as_arguments(list(args)), input=stdin, prog_name="gradcli"
+    )
+    exc = result.exception
+    assert exc is None or isinstance(exc, SystemExit), f"uncaught {exc!r}"
+    return Run(result.exit_code, result.stdout, result.stderr)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("cli")
+    out = {
+        "nul": d / "nul.gc",
+        "prog": d / "prog.gc",
+        "inputs": d / "inputs.json",
+        "npy": d / "a.npy",
+        "csv": d / "b.csv",
+        "json": d / "c.json",
+        "bad": d / "bad.gc",
+    }
+    out["nul"].write_bytes(b"x\x00 + 1\n")
+    out["prog"].write_text("# a program in a file\nh = a*b   # a binding\nsum(h)\n", "utf-8")
+    out["inputs"].write_text('{"a": [1, 2], "b": 3}', "utf-8")
+    np.save(out["npy"], np.array([[1.0, 2.0], [3.0, 4.0]]))
+    out["csv"].write_text("1,2\n3,4\n", "utf-8")
+    out["json"].write_text("[1, 2.5]", "utf-8")
+    out["bad"].write_text("h = x * 2\nk = h +* 1\nk\n", "utf-8")
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# The tutorial
+# --------------------------------------------------------------------------------------
+
+
+def test_tutorial_table() -> None:
+    r = run(*TUTORIAL)
+    assert r.code == 0, r.stderr
+    r.assert_no_traceback()
+    out = r.stdout
+    assert "a*b+b" in out
+    assert "[20. 30.]" in out
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.count("│") >= 4}
+    assert "[3. 4.]" in rows["a"] and "[5. 6.]" in rows["a"]
+    assert "[5. 6.]" in rows["b"] and "[4. 5.]" in rows["b"]
+    assert "[20. 30.]" in rows["output"]
+    assert "sum" in out.split("output", 1)[1]  # the caption states the reduction
+    assert "10.0995" in out  # the total gradient norm, sqrt(102)
+
+
+def test_tutorial_warns_about_the_implicit_sum_on_stderr() -> None:
+    # SPEC §2 Output: "warnings (non-finite values, the implicit sum) and errors to stderr"
+    r = run(*TUTORIAL)
+    assert r.code == 0
+    assert "warning" in r.stderr.lower()
+    assert "sum" in r.stderr
+
+
+def test_tutorial_json_is_the_spec_response() -> None:
+    r = run(*TUTORIAL, "--json")
+    assert r.code == 0, r.stderr
+    r.assert_no_traceback()
+    assert r.json == {
+        "id": None,
+        "expr": "a*b+b",
+        "output": {"shape": [2], "value": [20.0, 30.0]},
+        "reduction": "sum",
+        "inputs": {
+            "a": {"shape": [2], "value": [3.0, 4.0], "requires_grad": True, "grad": [5.0, 6.0]},
+            "b": {"shape": [2], "value": [5.0, 6.0], "requires_grad": True, "grad": [4.0, 5.0]},
+        },
+        "intermediates": {},
+        "clip": None,
+    }
+
+
+def test_x_plus_y() -> None:
+    r = invoke("eval", "x+y", "x=[2,3]", "y=[5,6]", "--json")
+    assert r.code == 0
+    d = r.json
+    assert d["output"]["value"] == [7.0, 9.0]
+    assert d["inputs"]["x"]["grad"] == [1.0, 1.0]
+    assert d["inputs"]["y"]["grad"] == [1.0, 1.0]
+
+
+# --------------------------------------------------------------------------------------
+# Arguments and options
+# --------------------------------------------------------------------------------------
+
+
+def test_expression_starting_with_minus() -> None:
+    r = run("eval", "-x**2", "x=3")
+    assert r.code == 0, r.stderr
+    assert "-9.0" in r.stdout and "-6.0" in r.stdout
+    r = run("eval", "--json", "-x**2", "x=3")  # options before the expression too
+    assert r.code == 0, r.stderr
+    d = r.json
+    assert d["output"] == {"shape": [], "value": -9.0}
+    assert d["reduction"] is None
+    assert d["inputs"]["x"]["grad"] == -6.0
+
+
+def test_expression_starting_with_minus_in_process() -> None:
+    d = invoke("eval", "-x**2 + --x", "x=3", "--json").json
+    assert d["output"]["value"] == -6.0
+    assert d["inputs"]["x"]["grad"] == -5.0
+
+
+def test_program_from_a_file(files: dict[str, Path]) -> None:
+    r = run("eval", "-f", str(files["prog"]), "a=[1,2]", "b=[3,4]", "--json")
+    assert r.code == 0, r.stderr
+    d = r.json
+    assert d["output"] == {"shape": [], "value": 11.0}
+    assert d["intermediates"] == {"h": {"shape": [2], "value": [3.0, 8.0], "grad": [1.0, 1.0]}}
+    assert d["inputs"]["a"]["grad"] == [3.0, 4.0]
+    assert d["inputs"]["b"]["grad"] == [1.0, 2.0]
+
+
+def test_inputs_from_a_file(files: dict[str, Path]) -> None:
+    r = run("eval", "a*b", "--inputs", str(files["inputs"]), "--json")
+    assert r.code == 0, r.stderr
+    d = r.json
+    assert d["output"]["value"] == [3.0, 6.0]
+    assert d["inputs"]["a"]["grad"] == [3.0, 3.0]
+    assert d["inputs"]["b"] == {"shape": [], "value": 3.0, "requires_grad": True, "grad": 3.0}
+
+
+def test_inputs_from_stdin() -> None:
+    r = run("eval", "a*b", "--inputs", "-", "--json", stdin='{"a": [1, 2], "b": 3}')
+    assert r.code == 0, r.stderr
+    d = r.json
+    assert d["output"]["value"] == [3.0, 6.0]
+    assert d["inputs"]["b"]["grad"] == 3.0
+
+
+def test_values_from_npy_csv_and_json_files(files: dict[str, Path]) -> None:
+    r = run(
+        "eval",
+        "sum(a) + sum(b*b) + sum(c)",
+        f"a=@{files['npy']}",
+        f"b=@{files['csv']}",
+        f"c=@{files['json']}",
+        "--json",
+    )
+    assert r.code == 0, r.stderr
+    d = r.json
+    assert d["inputs"]["a"]["value"] == [[1.0, 2.0], [3.0, 4.0]]
+    assert d["inputs"]["b"]["value"] == [[1.0, 2.0], [3.0, 4.0]]
+    assert d["inputs"]["c"]["value"] == [1.0, 2.5]
+    assert d["output"]["value"] == 10.0 + 30.0 + 3.5
+    assert d["inputs"]["a"]["grad"] == [[1.0, 1.0], [1.0, 1.0]]
+    assert d["inputs"]["b"]["grad"] == [[2.0, 4.0], [6.0, 8.0]]
+    assert d["inputs"]["c"]["grad"] == [1.0, 1.0]
+
+
+def test_constant_expression_values() -> None:
+    r = run("eval", "x * 2", "x=linspace(0, 1, 3)", "W=eye(2)", "--json")
+    assert r.code == 0, r.stderr
+    d = r.json
+    assert d["inputs"]["x"]["value"] == [0.0, 0.5, 1.0]
+    assert d["inputs"]["W"]["value"] == [[1.0, 0.0], [0.0, 1.0]]
+    assert d["output"]["value"] == [0.0, 1.0, 2.0]
+    assert d["inputs"]["W"]["grad"] == [[0.0, 0.0], [0.0, 0.0]]  # unused: zeros, not an error
+
+
+def test_dtype_float32() -> None:
+    r = run("eval", "x/3", "x=1", "--dtype", "float32", "--json")
+    assert r.code == 0, r.stderr
+    d = r.json
+    v, g = d["output"]["value"], d["inputs"]["x"]["grad"]
+    assert v == pytest.approx(1 / 3, rel=1e-6)
+    assert v != 1 / 3  # a float32 result, not float64's
+    assert g == pytest.approx(1 / 3, rel=1e-6)
+    assert float(np.float32(v)) == float(np.float32(1) / np.float32(3))
+
+
+def test_seed() -> None:
+    r = run("eval", "randn(2)", "--seed", "3", "--json")
+    assert r.code == 0, r.stderr
+    assert r.json["output"]["value"] == np.random.default_rng(3).standard_normal(2).tolist()
+    d = invoke("eval", "randn(2)", "--json").json  # default seed 0
+    assert d["output"]["value"] == np.random.default_rng(0).standard_normal(2).tolist()
+
+
+def _table_rows(stdout: str) -> str:
+    return "\n".join(line for line in stdout.splitlines() if "│" in line)
+
+
+def test_precision() -> None:
+    short = invoke("eval", "x/3", "x=1", "--precision", "2")
+    assert short.code == 0
+    rows = _table_rows(short.stdout)
+    assert "0.33" in rows and "0.333" not in rows
+    long = invoke("eval", "x/3", "x=1", "--precision", "8")
+    assert long.code == 0
+    rows = _table_rows(long.stdout)
+    assert "0.33333333" in rows and "0.333333333" not in rows
+
+
+def test_full_shows_every_element() -> None:
+    summary = invoke("eval", "x*1", "x=arange(2000)")
+    assert summary.code == 0
+    assert "..." in summary.stdout
+    assert "1.000e+03" not in summary.stdout  # element 1000 is summarised away
+    full = invoke("eval", "x*1", "x=arange(2000)", "--full")
+    assert full.code == 0
+    assert "..." not in full.stdout
+    assert full.stdout.count("1.000e+03") == 2  # x and output
+    assert "1.999e+03" in full.stdout and "1.234e+03" in full.stdout
+
+
+def test_save_npz(tmp_path: Path) -> None:
+    out = tmp_path / "out.npz"
+    r = run(*TUTORIAL, "--save", str(out))
+    assert r.code == 0, r.stderr
+    with np.load(out) as data:
+        assert set(data.files) == {"output", "grad_a", "grad_b"}
+        np.testing.assert_array_equal(data["output"], [20.0, 30.0])
+        np.testing.assert_array_equal(data["grad_a"], [5.0, 6.0])
+        np.testing.assert_array_equal(data["grad_b"], [4.0, 5.0])
+
+
+def test_wrt() -> None:
+    r = run(*TUTORIAL, "--wrt", "a", "--json")
+    assert r.code == 0, r.stderr
+    d = r.json
+    assert d["inputs"]["a"]["requires_grad"] is True
+    assert d["inputs"]["a"]["grad"] == [5.0, 6.0]
+    assert d["inputs"]["b"]["requires_grad"] is False
+    assert d["inputs"]["b"]["grad"] is None
+
+
+def test_grad_output() -> None:
+    r = run(*TUTORIAL, "--grad-output", "[1,2]", "--json")
+    assert r.code == 0, r.stderr
+    d = r.json
+    assert d["reduction"] is None
+    assert d["inputs"]["a"]["grad"] == [5.0, 12.0]  # b * g
+    assert d["inputs"]["b"]["grad"] == [4.0, 10.0]  # (a + 1) * g
+
+
+def test_clip_norm() -> None:
+    r = run(*TUTORIAL, "--clip-norm", "1", "--json")
+    assert r.code == 0, r.stderr
+    d = r.json
+    total = math.sqrt(102.0)
+    scale = 1.0 / (total + 1e-6)
+    clip = d["clip"]
+    assert set(clip) == {"max_norm", "norm_type", "total_norm", "scale"}
+    assert clip["max_norm"] == 1.0
+    assert clip["norm_type"] == 2.0
+    assert clip["total_norm"] == pytest.approx(total, rel=1e-12)
+    assert clip["total_norm"] == pytest.approx(10.0995, abs=1e-4)
+    assert clip["scale"] == pytest.approx(scale, rel=1e-12)
+    assert d["inputs"]["a"]["grad"] == pytest.approx([5 * scale, 6 * scale], rel=1e-12)
+    assert d["inputs"]["b"]["grad"] == pytest.approx([4 * scale, 5 * scale], rel=1e-12)
+
+
+def test_clip_value() -> None:
+    r = invoke(*TUTORIAL, "--clip-value", "1", "--json")
+    assert r.code == 0, r.stderr
+    d = r.json
+    assert d["clip"] == {"clip_value": 1.0}
+    assert d["inputs"]["a"]["grad"] == [1.0, 1.0]
+    assert d["inputs"]["b"]["grad"] == [1.0, 1.0]
+
+
+def test_help_and_functions() -> None:
+    r = run("--help")
+    assert r.code == 0
+    assert "eval" in r.stdout
+    r = run("eval", "--help")
+    assert r.code == 0
+    assert "--wrt" in r.stdout and "--json" in r.stdout
+    r = run("functions")
+    assert r.code == 0, r.stderr
+    assert "tanh" in r.stdout
+    assert "sigmoid" in r.stdout
+
+
+# --------------------------------------------------------------------------------------
+# Hard inputs that work
+# --------------------------------------------------------------------------------------
+
+
+def test_ten_thousand_nested_parentheses() -> None:
+    n = 10_000
+    r = run("eval", "(" * n + "x" + ")" * n, "x=2", "--json")
+    assert r.code == 0, r.stderr[-2000:]
+    r.assert_no_traceback()
+    d = r.json
+    assert d["output"]["value"] == 2.0
+    assert d["inputs"]["x"]["grad"] == 1.0
+
+
+def test_huge_power_is_inf_with_a_warning() -> None:
+    r = run("eval", "9**9**9", "--json")
+    assert r.code == 0, r.stderr
+    r.assert_no_traceback()
+    assert r.json["output"] == {"shape": [], "value": "inf"}
+    assert "warning" in r.stderr
+    table = invoke("eval", "9**9**9")
+    assert table.code == 0
+    assert "inf" in table.stdout
+    assert "warning" in table.stderr
+
+
+def test_non_finite_values_are_strict_json() -> None:
+    r = invoke("eval", "x*2", 'x=[NaN, Infinity, "-inf"]', "--json")
+    assert r.code == 0
+    d = r.json
+    assert d["output"]["value"] == ["nan", "inf", "-inf"]
+    assert d["inputs"]["x"]["grad"] == [2.0, 2.0, 2.0]
+
+
+def test_json_request_on_stdin_echoes_the_id() -> None:
+    r = invoke("eval", "-", "--json", stdin='{"id": 7, "expr": "x*y", "inputs": {"x": 2, "y": 3}}')
+    assert r.code == 0
+    d = r.json
+    assert d["id"] == 7
+    assert d["output"]["value"] == 6.0
+    r = invoke("eval", "-", "--json", stdin='{"id": "q", "expr": "2x", "inputs": {"x": 1}}')
+    assert r.code == 2
+    assert r.json["id"] == "q"
+    assert r.json["error"]["kind"] == "parse"
+
+
+# --------------------------------------------------------------------------------------
+# Bad input: exit code, one-line cause on stderr, no traceback, JSON error object
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bad:
+    id: str
+    args: tuple[str, ...]
+    kind: str | tuple[str, ...]
+    contains: tuple[str, ...] = ()
+    position: tuple[int, int] | None = None
+    subprocess: bool = False  # also run as a real process
+    stdin: str | None = None
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return self.kind if isinstance(self.kind, tuple) else (self.kind,)
+
+    @property
+    def code(self) -> int:
+        codes = {EXIT_CODE[k] for k in self.kinds}
+        assert len(codes) == 1
+        return codes.pop()
+
+    def argv(self, files: dict[str, Path]) -> tuple[str, ...]:
+        return tuple(a.format(**{k: str(v) for k, v in files.items()}) for a in self.args)
+
+
+BAD = [
+    Bad("unclosed-paren", ("eval", "(1 + 2"), "parse", ("expected",), (1, 7), True),
+    Bad("unopened-paren", ("eval", "1 + 2)"), "parse", ("')'",), (1, 6), True),
+    Bad("unclosed-bracket", ("eval", "sum([1, 2)"), "parse", ("')'",), (1, 10)),
+    Bad("implicit-product", ("eval", "2x", "x=1"), "parse", ("operator",), (1, 2), True),
+    Bad("unknown-function", ("eval", "sinn(x)", "x=1"), "name", ("sinn", "`sin`"), (1, 1), True),
+    Bad("unknown-name", ("eval", "x + y", "x=1"), "name", ("`y`",), (1, 5), True),
+    Bad("too-many-arguments", ("eval", "sin(x, x)", "x=1"), "name", ("sin",), (1, 1), True),
+    Bad("missing-argument", ("eval", "sum()"), "name", ("sum",), (1, 1)),
+    Bad("bad-keyword", ("eval", "sum(x, axs=0)", "x=[1,2]"), "name", ("axs", "`axis`"), (1, 8)),
+    Bad(
+        "shape-add",
+        ("eval", "a + b", "a=[1,2]", "b=[1,2,3]"),
+        "shape",
+        ("(2,)", "(3,)"),
+        subprocess=True,
+    ),
+    Bad(
+        "shape-matmul",
+        ("eval", "A @ v", "A=[[1,2],[3,4]]", "v=[1,2,3]"),
+        "shape",
+        ("(2, 2)", "(3,)"),
+        subprocess=True,
+    ),
+    Bad("index-out-of-range", ("eval", "x[5]", "x=[1,2]"), "shape", ("5",)),
+    Bad("singular-matrix", ("eval", "inv(A)", "A=[[1,2],[2,4]]"), "domain", ("singular",)),
+    Bad("bad-json-value", ("eval", "a", "a=[1,2"), "input", ("a",), subprocess=True),
+    Bad("boolean-value", ("eval", "a", "a=true"), "input", ("true",), subprocess=True),
+    Bad("empty-expression", ("eval", ""), "parse", ("empty",), (1, 1), True),
+    Bad("only-a-comment", ("eval", "# nothing"), "parse", ("empty",), (1, 1)),
+    Bad("dunder-import", ("eval", "__import__('os')"), "parse", (), (1, 12), True),
+    Bad("dunder-attribute", ("eval", "x.__class__", "x=1"), "name", ("__class__",), (1, 3), True),
+    Bad("too-large", ("eval", "zeros(10**12)"), "limit", ("limit",), subprocess=True),
+    Bad(
+        "unknown-wrt",
+        ("eval", "a*b", "a=1", "b=2", "--wrt", "c"),
+        ("name", "input"),
+        ("`c`",),
+        subprocess=True,
+    ),
+    Bad("missing-file", ("eval", "a", "a=@nope.npy"), "input", ("nope.npy",), subprocess=True),
+    Bad("nul-byte", ("eval", "-f", "{nul}", "x=1"), "parse", ("NUL",), (1, 2), True),
+    Bad(
+        "nul-byte-request",
+        ("eval", "-", "--json"),
+        "parse",
+        ("NUL",),
+        (1, 2),
+        stdin='{"expr": "x\\u0000", "inputs": {"x": 1}}',
+    ),
+    Bad(
+        "both-clips",
+        (*TUTORIAL, "--clip-norm", "1", "--clip-value", "1"),
+        "input",
+        ("clip",),
+        subprocess=True,
+    ),
+    Bad(
+        "grad-output-shape",
+        ("eval", "x*2", "x=[1,2]", "--grad-output", "[1,2,3]"),
+        "shape",
+        ("grad_output",),
+    ),
+    Bad("parse-error-on-line-2", ("eval", "-f", "{bad}", "x=1"), "parse", (), (2, 8)),
+    Bad("input-named-like-a-function", ("eval", "sum(sum)", "sum=[1,2]"), ("name", "input")),
+    Bad("bad-request-json", ("eval", "-", "--json"), "input", (), stdin='{"expr": "x",'),
+    Bad("bad-option-value", ("eval", "x", "x=1", "--dtype", "float16"), "input", ("float16",)),
+]
+SUBPROCESS_BAD = [b for b in BAD if b.subprocess]
+
+
+def _with_json(args: tuple[str, ...]) -> tuple[str, ...]:
+    return args if "--json" in args else (*args, "--json")
+
+
+def _without_json(args: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(a for a in args if a != "--json")
+
+
+def check_json_error(bad: Bad, r: Run) -> dict[str, Any]:
+    assert r.code == bad.code, (r.code, r.stdout, r.stderr)
+    r.assert_no_traceback()
+    d = r.json
+    assert set(d) == {"id", "error"}
+    err = d["error"]
+    assert set(err) <= {"kind", "message", "line", "column"}
+    assert {"kind", "message"} <= set(err)
+    assert err["kind"] in bad.kinds, err
+    assert isinstance(err["message"], str) and err["message"]
+    for text in bad.contains:
+        assert text in err["message"], (text, err["message"])
+    if bad.position is not None:
+        assert (err.get("line"), err.get("column")) == bad.position, err
+    # stderr: a one-line cause that starts with "error" and holds the whole message
+    first = r.first_error_line
+    assert first.startswith("error"), r.stderr
+    assert err["message"] in first, (err["message"], r.stderr)
+    return err
+
+
+@pytest.mark.parametrize("bad", SUBPROCESS_BAD, ids=[b.id for b in SUBPROCESS_BAD])
+def test_bad_input_json_subprocess(bad: Bad, files: dict[str, Path]) -> None:
+    check_json_error(bad, run(*_with_json(bad.argv(files)), stdin=bad.stdin))
+
+
+@pytest.mark.parametrize("bad", BAD, ids=[b.id for b in BAD])
+def test_bad_input_json(bad: Bad, files: dict[str, Path]) -> None:
+    check_json_error(bad, invoke(*_with_json(bad.argv(files)), stdin=bad.stdin))
+
+
+@pytest.mark.parametrize("bad", BAD, ids=[b.id for b in BAD])
+def test_bad_input_table_mode(bad: Bad, files: dict[str, Path]) -> None:
+    r = invoke(*_without_json(bad.argv(files)), stdin=bad.stdin)
+    assert r.code == bad.code, (r.code, r.stdout, r.stderr)
+    r.assert_no_traceback()
+    assert r.stdout == "", "no partial result on stdout after an error"
+    first = r.first_error_line
+    assert first.startswith("error"), r.stderr
+    message = invoke(*_with_json(bad.argv(files)), stdin=bad.stdin).json["error"]["message"]
+    assert message in first, (message, r.stderr)
+
+
+def test_limit_error_is_fast() -> None:
+    start = time.perf_counter()
+    r = invoke("eval", "zeros(10**12)", "--json")
+    assert time.perf_counter() - start < 2.0
+    assert r.code == 1
+    assert r.json["error"]["kind"] == "limit"
+
+
+def test_parse_error_shows_the_line_and_a_caret() -> None:
+    r = run("eval", "x + 2x", "x=1")
+    assert r.code == 2
+    r.assert_no_traceback()
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("error")
+    src = next(i for i, line in enumerate(lines) if line.strip() == "x + 2x")
+    caret = lines[src + 1]
+    assert caret.strip() == "^"
+    assert caret.index("^") == lines[src].index("x + 2x") + 5  # column 6: the second x
+
+
+def test_parse_error_caret_on_a_later_line(files: dict[str, Path]) -> None:
+    r = invoke("eval", "-f", str(files["bad"]), "x=1")
+    assert r.code == 2
+    lines = r.stderr.splitlines()
+    assert lines[0].startswith("error")
+    src = next(i for i, line in enumerate(lines) if line.strip() == "k = h +* 1")
+    caret = lines[src + 1]
+    assert caret.strip() == "^"
+    assert caret.index("^") == lines[src].index("k = h +* 1") + 7  # the '*'
+
+
+def test_user_text_is_not_rich_markup() -> None:
+    r = invoke("eval", "[bold]x", "x=1")
+    assert r.code == 2
+    assert "[bold]x" in r.stderr
+
+
+def test_save_failure_leaves_one_json_object(tmp_path: Path) -> None:
+    # an unwritable --save path is an error; stdout must still be one JSON object, not a
+    # success response followed by an error object
+    target = tmp_path / "missing-dir" / "out.npz"
+    r = invoke(*TUTORIAL, "--json", "--save", str(target))
+    assert r.code == 2
+    r.assert_no_traceback()
+    d = r.json
+    assert d["error"]["kind"] == "input"
