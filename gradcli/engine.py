@@ -1728,23 +1728,30 @@ def linspace(start: float, stop: float, num: Any = 50, dtype: Any = np.float64) 
     return _const(np.linspace(start, stop, n, dtype=dtype))
 
 
-_DEFAULT_RNG = [np.random.default_rng(0)]
+# made on first use: importing numpy.random costs ~20 ms of start-up
+_DEFAULT_RNG: list[np.random.Generator] = []
 
 
 def manual_seed(seed: int) -> None:
     """Reseed the generator ``rand``/``randn`` use when called without ``rng``."""
-    _DEFAULT_RNG[0] = np.random.default_rng(seed)
+    _DEFAULT_RNG[:] = [np.random.default_rng(seed)]
+
+
+def _default_rng() -> np.random.Generator:
+    if not _DEFAULT_RNG:
+        manual_seed(0)
+    return _DEFAULT_RNG[0]
 
 
 def rand(*shape: Any, rng: np.random.Generator | None = None, dtype: Any = np.float64) -> Tensor:
     """Uniform random numbers in [0, 1)."""
-    gen = rng if rng is not None else _DEFAULT_RNG[0]
+    gen = rng if rng is not None else _default_rng()
     return _const(gen.random(_shape_arg(shape, "rand")).astype(dtype, copy=False))
 
 
 def randn(*shape: Any, rng: np.random.Generator | None = None, dtype: Any = np.float64) -> Tensor:
     """Standard normal random numbers."""
-    gen = rng if rng is not None else _DEFAULT_RNG[0]
+    gen = rng if rng is not None else _default_rng()
     return _const(gen.standard_normal(_shape_arg(shape, "randn")).astype(dtype, copy=False))
 
 

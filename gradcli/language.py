@@ -74,17 +74,89 @@ class _BracketNewlines:
             yield tok
 
 
-@functools.lru_cache(maxsize=1)
-def _parser() -> Any:
+TABLES_FILE = "gradcli.tables.json"
+
+
+def _build_parser(text: str) -> Any:
     from lark import Lark
 
     return Lark(
-        grammar_text(),
+        text,
         parser="lalr",
         propagate_positions=True,
         maybe_placeholders=True,
         postlex=_BracketNewlines(),
     )
+
+
+def _tables_key(text: str) -> dict[str, str]:
+    import hashlib
+
+    import lark
+
+    return {"grammar_sha256": hashlib.sha256(text.encode()).hexdigest(), "lark": lark.__version__}
+
+
+def parser_tables(text: str | None = None) -> str:
+    """The LALR tables of the grammar as JSON text (what ``grammars/gradcli.tables.json``
+    holds): building them takes ~100 ms, loading them ~5 ms, at every start."""
+    import json
+
+    from lark.grammar import Rule
+    from lark.lexer import TerminalDef
+
+    text = grammar_text() if text is None else text
+    data, memo = _build_parser(text).memo_serialize([TerminalDef, Rule])
+    data["options"]["postlex"] = None  # given again when loading
+    doc = {**_tables_key(text), "data": data, "memo": memo}
+    return json.dumps(_json_safe(doc), separators=(",", ":"), sort_keys=True) + "\n"
+
+
+# JSON has only string keys and no tuples: lark's integer-keyed dicts are stored as pairs.
+_INT_KEYS = "__int_keys__"
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) for k in obj):
+            return {k: _json_safe(v) for k, v in obj.items()}
+        return {_INT_KEYS: [[k, _json_safe(v)] for k, v in obj.items()]}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def _from_json(obj: dict[str, Any]) -> Any:
+    if _INT_KEYS in obj:
+        return {k: v for k, v in obj[_INT_KEYS]}
+    return obj
+
+
+@functools.lru_cache(maxsize=1)
+def _parser() -> Any:
+    """The LALR parser, from the shipped tables when they match this grammar and this lark
+    (an edited grammar or another lark version falls back to building them)."""
+    import json
+
+    from lark import Lark
+
+    text = grammar_text()
+    try:
+        raw = resources.files("gradcli.grammars").joinpath(TABLES_FILE).read_text("utf-8")
+    except (ModuleNotFoundError, FileNotFoundError, NotADirectoryError):
+        try:
+            source = Path(__file__).resolve().parent.parent / "grammars" / TABLES_FILE
+            raw = source.read_text("utf-8")
+        except OSError:
+            raw = ""
+    if raw:
+        try:
+            doc = json.loads(raw, object_hook=_from_json)
+            if all(doc.get(k) == v for k, v in _tables_key(text).items()):
+                return Lark._load_from_dict(doc["data"], doc["memo"], postlex=_BracketNewlines())
+        except Exception:  # any mismatch: build the tables instead
+            pass
+    return _build_parser(text)
 
 
 # Readable names for the grammar's terminals, for "expected ..." in parse errors.
@@ -584,7 +656,7 @@ class Program:
         for name in inputs:
             if name in FUNCTIONS:
                 raise NamingError(f"an input cannot be named `{name}`: that is a function")
-        ev = _Evaluator(inputs, E.generator(seed), dtype)
+        ev = _Evaluator(inputs, seed, dtype)
         bindings: dict[str, Tensor] = {}
         for name_tok, expr in self.bindings:
             name = str(name_tok)
@@ -638,9 +710,10 @@ _OP_NAMES = {"@": "matmul (@)", "**": "power (**)", "^": "power (^)"}
 
 
 class _Evaluator:
-    def __init__(self, inputs: dict[str, Tensor], rng: Any, dtype: Any) -> None:
+    def __init__(self, inputs: dict[str, Tensor], seed: int, dtype: Any) -> None:
         self.env: dict[str, Tensor] = dict(inputs)
-        self.rng = rng
+        self.seed = seed
+        self._rng: Any = None  # one generator per program, made when first drawn from
         self.dtype = dtype
         self.literal_overflow = False
 
@@ -862,7 +935,9 @@ class _Evaluator:
         context: dict[str, Any] = {}
         if fn.needs_context:
             if fn.name in _RANDOM:
-                context["rng"] = self.rng
+                if self._rng is None:
+                    self._rng = E.generator(self.seed)
+                context["rng"] = self._rng
             context["dtype"] = self.dtype
         try:
             return fn.call(*positional, **context)
@@ -935,3 +1010,9 @@ class _Evaluator:
 def np_linalg_error() -> type[Exception]:
     """NumPy's LinAlgError, looked up through the engine's backend."""
     return E.np.linalg.LinAlgError
+
+
+if __name__ == "__main__":  # python -m gradcli.language > grammars/gradcli.tables.json
+    import sys
+
+    sys.stdout.write(parser_tables())
