@@ -50,9 +50,20 @@ __all__ = [
 ]  # fmt: skip
 
 
+# functions that take an axis: they also accept torch's ``dim=`` and ``keepdim=``
+_AXIS_FUNCTIONS = {
+    "sum", "mean", "prod", "max", "min", "amax", "amin", "logsumexp", "norm", "var", "std",
+    "softmax", "log_softmax", "squeeze", "expand_dims", "flip", "concatenate", "concat",
+    "stack",
+}  # fmt: skip
+
+
 def __getattr__(name: str) -> Any:
     if name in _FROM_ENGINE or name in _ALIASES:
-        value = getattr(importlib.import_module(".engine", __name__), _ALIASES.get(name, name))
+        engine = importlib.import_module(".engine", __name__)
+        value = getattr(engine, _ALIASES.get(name, name))
+        if name in _AXIS_FUNCTIONS:
+            value = engine.torch_keywords(value)
     elif name in _FROM_API:
         value = getattr(importlib.import_module(".api", __name__), name)
     elif name in _FROM_ERRORS:

@@ -227,7 +227,8 @@ def _compare(
     if diff.size == 0:
         return InputCheck(True, 0.0, 0.0, [])
     score = np.where(np.isnan(diff), np.inf, diff)
-    flat = int(np.argmax(np.where(bad, np.inf, score))) if bad.any() else int(np.argmax(score))
+    # the largest error among the failing elements (or overall, when none fails)
+    flat = int(np.argmax(np.where(bad, score, -np.inf))) if bad.any() else int(np.argmax(score))
     _, col = np.unravel_index(flat, diff.shape)
     index = [int(i) for i in np.unravel_index(col, in_shape)] if in_shape else []
     return InputCheck(

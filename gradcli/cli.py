@@ -536,9 +536,20 @@ class _step_progress:
             self.progress.stop()
 
 
-@app.command("functions")
+FUNCTIONS_HELP = """List every function of the language with its signature and derivative rule.
+
+The table is generated from the registry the evaluator uses, and the derivative column
+from the engine's rule table, so it is always what gradcli computes.
+
+\b
+Examples:
+  gradcli functions
+  gradcli functions --json
+"""
+
+
+@app.command("functions", help=FUNCTIONS_HELP)
 def functions_command(json_out: JsonOpt = False) -> None:
-    """List every function of the language with its signature and derivative rule."""
     from . import present
     from .io import dumps
     from .language import FUNCTIONS

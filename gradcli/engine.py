@@ -216,7 +216,13 @@ class Tensor:
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Make this leaf collect ``.grad`` (or stop it), in place."""
         if self._op is not None:
-            raise RuntimeError("you can only change requires_grad flags of leaf variables.")
+            if requires_grad:  # a non-leaf already requires grad: nothing to change
+                return self
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to "
+                "use a computed variable in a subgraph that doesn't require differentiation "
+                "use var_no_grad = var.detach()."
+            )
         self.requires_grad = bool(requires_grad)
         return self
 
@@ -459,38 +465,40 @@ def _lift(x: Any, like: Tensor | None = None) -> Tensor:
 
 
 def _toposort(root: Tensor) -> list[Tensor]:
-    """Nodes that require grad reachable from ``root``, inputs before the nodes made of them."""
+    """Nodes that require grad reachable from ``root``, inputs before the nodes made of them.
+
+    An iterative depth-first post-order (a chain of 100,000 operations is fine): a node is
+    appended only after everything it was made from. Tensors hash by identity.
+    """
     order: list[Tensor] = []
-    seen: set[int] = set()
+    visited: set[Tensor] = set()
     stack: list[tuple[Tensor, bool]] = [(root, False)]
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
+        node, done = stack.pop()
+        if done:
             order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        for p in node._parents:
-            if p.requires_grad and id(p) not in seen:
-                stack.append((p, False))
+        elif node not in visited:
+            visited.add(node)
+            stack.append((node, True))
+            for p in node._parents:
+                if p.requires_grad and p not in visited:
+                    stack.append((p, False))
     return order
 
 
 def graph_nodes(root: Tensor) -> list[Tensor]:
     """Every tensor ``root`` was made from (constants too), inputs before their results."""
     order: list[Tensor] = []
-    seen: set[int] = set()
+    visited: set[Tensor] = set()
     stack: list[tuple[Tensor, bool]] = [(root, False)]
     while stack:
-        node, expanded = stack.pop()
-        if expanded:
+        node, done = stack.pop()
+        if done:
             order.append(node)
-        elif id(node) not in seen:
-            seen.add(id(node))
+        elif node not in visited:
+            visited.add(node)
             stack.append((node, True))
-            stack.extend((p, False) for p in reversed(node._parents) if id(p) not in seen)
+            stack.extend((p, False) for p in reversed(node._parents) if p not in visited)
     return order
 
 
@@ -508,24 +516,24 @@ def _backprop(
     """
     m: Any = T if create_graph else A
     order = _toposort(root)
-    wanted = None if inputs is None else {id(t): i for i, t in enumerate(inputs)}
+    wanted = None if inputs is None else {t: i for i, t in enumerate(inputs)}
     found: list[Any] = [None] * (len(inputs) if inputs is not None else 0)
-    # id(node) -> [gradient, owned]; "owned" means the buffer is ours to add into in place.
-    grads: dict[int, list[Any]] = {id(root): [g, False]}
+    grads: dict[Tensor, Any] = {root: g}
+    owned: set[Tensor] = set()  # nodes whose gradient buffer is ours to add into in place
     prev_grad_mode = STATE.grad_enabled
     STATE.grad_enabled = create_graph
     try:
         with np.errstate(all="ignore"):
             for node in reversed(order):
-                entry = grads.pop(id(node), None)
-                if entry is None:
+                gnode = grads.pop(node, None)
+                if gnode is None:
                     continue
-                gnode = entry[0]
-                if wanted is not None and id(node) in wanted:
-                    found[wanted[id(node)]] = gnode
-                elif wanted is None and (node._op is None or node._retains_grad):
-                    _accumulate_grad(node, gnode, entry[1], create_graph)
                 op = node._op
+                if wanted is not None:
+                    if node in wanted:
+                        found[wanted[node]] = gnode
+                elif op is None or node._retains_grad:
+                    _accumulate_grad(node, gnode, node in owned, create_graph)
                 if op is None:
                     continue
                 parents = node._parents
@@ -533,34 +541,34 @@ def _backprop(
                     args: tuple[Any, ...] = parents
                     ans: Any = node
                 else:
-                    args = tuple(p.data for p in parents)
+                    args = tuple([p.data for p in parents])
                     ans = node.data
-                for i, p in enumerate(parents):
-                    if not p.requires_grad:
+                ctx = node._ctx
+                for p, rule in zip(parents, op.vjps, strict=True):
+                    if rule is None or not p.requires_grad:
                         continue
-                    rule = op.vjps[i]
-                    if rule is None:
-                        continue
-                    pg = rule(m, gnode, ans, node._ctx, *args)
+                    pg = rule(m, gnode, ans, ctx, *args)
                     if pg is None:
                         continue
                     if pg.shape != p.data.shape:
                         pg = m.sum_to(pg, p.data.shape)
-                    slot = grads.get(id(p))
-                    if slot is None:
-                        owned = (
+                    prev = grads.get(p)
+                    if prev is None:
+                        grads[p] = pg
+                        # fresh result of a rule (not g itself, not a view): add into it
+                        if (
                             not create_graph
-                            and pg is not gnode
+                            and type(pg) is np.ndarray  # not a NumPy scalar: += rebinds those
                             and pg.base is None
-                            and pg is not ans
-                            and pg.flags.writeable
-                        )
-                        grads[id(p)] = [pg, owned]
-                    elif slot[1]:
-                        slot[0] += pg
+                            and pg is not gnode
+                        ):
+                            owned.add(p)
+                    elif p in owned:
+                        prev += pg
                     else:
-                        slot[0] = slot[0] + pg
-                        slot[1] = not create_graph
+                        total = grads[p] = prev + pg
+                        if type(total) is np.ndarray:  # a NumPy scalar cannot be added into
+                            owned.add(p)
     finally:
         STATE.grad_enabled = prev_grad_mode
     return found if inputs is not None else None
@@ -593,6 +601,11 @@ def grad(
         g: Any = np.ones_like(outputs.data)
     else:
         g = grad_outputs.data if isinstance(grad_outputs, Tensor) else np.asarray(grad_outputs)
+        if g.shape != outputs.data.shape:
+            raise ShapeError(
+                f"grad: grad_outputs of shape {g.shape} does not match the output shape "
+                f"{outputs.data.shape}"
+            )
     if create_graph:
         g = grad_outputs if isinstance(grad_outputs, Tensor) else _const(np.asarray(g))
     if not outputs.requires_grad:
@@ -1882,9 +1895,11 @@ def clip_by_norm(
     exactly torch's coefficient (so a total below ``max_norm`` still gives a scale of 1).
     """
     total = total_norm(arrays, norm_type)
-    scale = builtins.min(1.0, max_norm / (total + 1e-6))
-    for a in arrays:
-        a *= scale
+    coef = max_norm / (total + 1e-6)
+    scale = coef if math.isnan(coef) else builtins.min(1.0, coef)  # torch: nan stays nan
+    with np.errstate(invalid="ignore"):  # inf * 0 when the total is inf: nan, as torch
+        for a in arrays:
+            a *= scale
     return total, scale
 
 
@@ -1930,30 +1945,38 @@ def all_finite(a: Array) -> bool:
 # --------------------------------------------------------------------------------------
 
 
-def _as_method(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+def torch_keywords(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``fn`` also accepting torch's spellings: ``dim`` for ``axis``, ``keepdim`` for
+    ``keepdims`` (``gradcli.sum(x, dim=0, keepdim=True)``, ``x.sum(dim=0)``)."""
+
+    def call(*args: Any, **kwargs: Any) -> Tensor:
         if "dim" in kwargs:
             kwargs["axis"] = kwargs.pop("dim")
         if "keepdim" in kwargs:
             kwargs["keepdims"] = kwargs.pop("keepdim")
-        return fn(self, *args, **kwargs)
+        return fn(*args, **kwargs)
 
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
-    return method
+    call.__name__ = fn.__name__
+    call.__doc__ = fn.__doc__
+    return call
 
 
-def _varargs_method(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
-    """``x.reshape(2, 3)`` as well as ``x.reshape((2, 3))``; same for transpose."""
+_as_method = torch_keywords
 
-    def method(self: Tensor, *dims: Any) -> Tensor:
-        if not dims:
-            return fn(self)
-        return fn(self, dims[0] if len(dims) == 1 and not isinstance(dims[0], int) else dims)
 
-    method.__name__ = fn.__name__
-    method.__doc__ = fn.__doc__
-    return method
+def _reshape_method(self: Tensor, *shape: Any) -> Tensor:
+    """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``."""
+    return reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+
+
+def _transpose_method(self: Tensor, *dims: Any) -> Tensor:
+    """torch's ``x.transpose(0, 1)`` swaps two axes; ``x.transpose()`` reverses them all, and a
+    full permutation (``x.transpose((2, 0, 1))`` or three or more ints) is NumPy's."""
+    if not dims:
+        return transpose(self)
+    if len(dims) == 2 and all(isinstance(d, (int, np.integer)) for d in dims):
+        return swapaxes(self, int(dims[0]), int(dims[1]))
+    return transpose(self, dims[0] if len(dims) == 1 else dims)
 
 
 for _fn in (
@@ -1970,7 +1993,7 @@ for _alias, _fn in (
     ("atanh", arctanh), ("atan2", arctan2),
 ):  # fmt: skip
     setattr(Tensor, _alias, _as_method(_fn))
-Tensor.reshape = _varargs_method(reshape)  # type: ignore[attr-defined]
-Tensor.transpose = _varargs_method(transpose)  # type: ignore[attr-defined]
+Tensor.reshape = _reshape_method  # type: ignore[attr-defined]
+Tensor.transpose = _transpose_method  # type: ignore[attr-defined]
 float32 = np.float32
 float64 = np.float64
