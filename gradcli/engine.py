@@ -421,8 +421,15 @@ def _const(data: Array) -> Tensor:
 
 
 def _record(data: Array, op: Op, parents: tuple[Tensor, ...], ctx: Any = None) -> Tensor:
-    """The result of a primitive: a node of the graph when any parent requires grad."""
-    t = _const(data)
+    """The result of a primitive: a node of the graph when any parent requires grad.
+
+    The hot path of every operation, so ``_const`` is written out here.
+    """
+    t = Tensor.__new__(Tensor)
+    t.data = data if type(data) is np.ndarray else np.asarray(data)
+    t.grad = None
+    t._retains_grad = False
+    t.label = None
     if STATE.grad_enabled:
         for p in parents:
             if p.requires_grad:
@@ -430,7 +437,11 @@ def _record(data: Array, op: Op, parents: tuple[Tensor, ...], ctx: Any = None) -
                 t._op = op
                 t._parents = parents
                 t._ctx = ctx
-                break
+                return t
+    t.requires_grad = False
+    t._op = None
+    t._parents = ()
+    t._ctx = None
     return t
 
 
@@ -520,12 +531,14 @@ def _backprop(
     found: list[Any] = [None] * (len(inputs) if inputs is not None else 0)
     grads: dict[Tensor, Any] = {root: g}
     owned: set[Tensor] = set()  # nodes whose gradient buffer is ours to add into in place
+    pop, get = grads.pop, grads.get
+    ndarray = np.ndarray
     prev_grad_mode = STATE.grad_enabled
     STATE.grad_enabled = create_graph
     try:
         with np.errstate(all="ignore"):
             for node in reversed(order):
-                gnode = grads.pop(node, None)
+                gnode = pop(node, None)
                 if gnode is None:
                     continue
                 op = node._op
@@ -544,7 +557,7 @@ def _backprop(
                     args = tuple([p.data for p in parents])
                     ans = node.data
                 ctx = node._ctx
-                for p, rule in zip(parents, op.vjps, strict=True):
+                for p, rule in zip(parents, op.vjps, strict=False):
                     if rule is None or not p.requires_grad:
                         continue
                     pg = rule(m, gnode, ans, ctx, *args)
@@ -552,22 +565,18 @@ def _backprop(
                         continue
                     if pg.shape != p.data.shape:
                         pg = m.sum_to(pg, p.data.shape)
-                    prev = grads.get(p)
+                    prev = get(p)
                     if prev is None:
                         grads[p] = pg
-                        # fresh result of a rule (not g itself, not a view): add into it
-                        if (
-                            not create_graph
-                            and type(pg) is np.ndarray  # not a NumPy scalar: += rebinds those
-                            and pg.base is None
-                            and pg is not gnode
-                        ):
+                        # a fresh array from a rule (not g itself, not a view, not a NumPy
+                        # scalar, which += would only rebind): later terms add into it
+                        if type(pg) is ndarray and pg.base is None and pg is not gnode:
                             owned.add(p)
                     elif p in owned:
                         prev += pg
                     else:
                         total = grads[p] = prev + pg
-                        if type(total) is np.ndarray:  # a NumPy scalar cannot be added into
+                        if type(total) is ndarray:
                             owned.add(p)
     finally:
         STATE.grad_enabled = prev_grad_mode
@@ -726,7 +735,7 @@ def _unary(op: Op) -> Callable[[Any], Tensor]:
     fwd = op.fwd
 
     def apply(x: Any) -> Tensor:
-        if not isinstance(x, Tensor):
+        if type(x) is not Tensor:
             x = _lift(x)
         return _record(fwd(x.data), op, (x,))
 
@@ -739,20 +748,21 @@ def _binary(op: Op) -> Callable[[Any, Any], Tensor]:
     fwd = op.fwd
 
     def apply(x: Any, y: Any) -> Tensor:
-        if not isinstance(x, Tensor):
+        if type(x) is not Tensor:
             x = _lift(x, y if isinstance(y, Tensor) else None)
-        if not isinstance(y, Tensor):
+        if type(y) is not Tensor:
             y = _lift(y, x)
-        xs, ys = x.data.shape, y.data.shape
-        if xs != ys:
+        xd, yd = x.data, y.data
+        # A one-element operand never grows the result: only then is a check needed.
+        if xd.shape != yd.shape and xd.size != 1 and yd.size != 1:
             try:
-                shape = np.broadcast_shapes(xs, ys)
+                shape = np.broadcast_shapes(xd.shape, yd.shape)
             except ValueError:
                 raise ShapeError(
-                    f"{op.name}: shapes {xs} and {ys} cannot be broadcast together"
+                    f"{op.name}: shapes {xd.shape} and {yd.shape} cannot be broadcast together"
                 ) from None
             check_size(shape, op.name)
-        return _record(fwd(x.data, y.data), op, (x, y))
+        return _record(fwd(xd, yd), op, (x, y))
 
     apply.__name__ = op.name
     apply.__doc__ = f"Elementwise {op.name} with broadcasting; {op.doc}"
