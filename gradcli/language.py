@@ -77,17 +77,14 @@ class _BracketNewlines:
 TABLES_FILE = "gradcli.tables.json"
 
 
+# Positions live on tokens only (propagating them to every node costs ~40% of parse time).
+_PARSER_OPTIONS = {"parser": "lalr", "lexer": "basic", "maybe_placeholders": True}
+
+
 def _build_parser(text: str) -> Any:
     from lark import Lark
 
-    # Positions live on tokens only (propagating them to every node costs ~40% of parse time)
-    return Lark(
-        text,
-        parser="lalr",
-        lexer="basic",
-        maybe_placeholders=True,
-        postlex=_BracketNewlines(),
-    )
+    return Lark(text, **_PARSER_OPTIONS, postlex=_BracketNewlines())
 
 
 def _tables_key(text: str) -> dict[str, str]:
@@ -95,7 +92,11 @@ def _tables_key(text: str) -> dict[str, str]:
 
     import lark
 
-    return {"grammar_sha256": hashlib.sha256(text.encode()).hexdigest(), "lark": lark.__version__}
+    return {
+        "grammar_sha256": hashlib.sha256(text.encode()).hexdigest(),
+        "lark": lark.__version__,
+        "options": repr(sorted(_PARSER_OPTIONS.items())),
+    }
 
 
 def parser_tables(text: str | None = None) -> str:

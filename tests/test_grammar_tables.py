@@ -33,6 +33,7 @@ def test_shipped_tables_were_made_from_this_grammar() -> None:
     key = language._tables_key(language.grammar_text())
     assert doc["grammar_sha256"] == key["grammar_sha256"], f"stale tables: {REGENERATE}"
     assert doc["lark"] == key["lark"], f"tables of another lark version: {REGENERATE}"
+    assert doc["options"] == key["options"], f"tables of other parser options: {REGENERATE}"
 
 
 def test_the_parser_is_loaded_from_the_tables() -> None:
