@@ -77,7 +77,9 @@ class Result:
                 }
                 for name, (value, grad) in self.intermediates.items()
             },
-            "clip": self.clip,
+            "clip": None
+            if self.clip is None
+            else {k: json_array(np.asarray(v)) for k, v in self.clip.items()},
         }
 
 

@@ -63,7 +63,8 @@ def run_batch(
                         f"line {number} is longer than {max_line_bytes:,} bytes "
                         "(raise it with --max-line-bytes)"
                     )
-                request = parse_json_text(_decode(raw, number), what=f"line {number}")
+                text = _decode(raw, number).rstrip("\r\n")  # positions are within the line
+                request = parse_json_text(text, what=f"line {number}")
                 result = evaluate(**request_kwargs(request), max_elements=max_elements)
                 if accumulate:
                     _accumulate(totals, result.grads)

@@ -587,7 +587,9 @@ class _failures:
         return self.state
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        if isinstance(exc, Exception) and not isinstance(exc, (typer.Exit, BrokenPipeError)):
+        if isinstance(exc, BrokenPipeError):
+            _quiet_broken_pipe()  # here, before click turns it into exit status 1
+        if isinstance(exc, Exception) and not isinstance(exc, typer.Exit):
             _fail(exc, self.json_out, self.state.id, self.debug)
 
 
