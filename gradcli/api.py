@@ -166,7 +166,8 @@ def prepare(
     for name in wanted:
         if name not in raw:
             raise NamingError(f"--wrt names `{name}`, which is not an input{suggest(name, raw)}")
-    program = compile_program(expr)
+    with E.no_cycle_collection():
+        program = compile_program(expr)
     values = {
         name: value_from_json(v, name=name, dtype=dtype, max_elements=max_elements)
         for name, v in raw.items()
@@ -207,7 +208,7 @@ def evaluate(
     p = check_norm_type(norm_type)
     setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
     wanted = setup.wanted
-    with E.element_limit(max_elements), E.floating_errors() as fp:
+    with E.element_limit(max_elements), E.floating_errors() as fp, E.no_cycle_collection():
         leaves = setup.leaves()
         ev = setup.program.run(leaves, dtype=dtype, seed=seed)
         out = ev.output

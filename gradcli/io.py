@@ -128,11 +128,11 @@ def dumps(obj: Any) -> str:
     NumPy arrays and scalars are accepted too (through :func:`json_array`).
     """
 
-    def encode(o: Any) -> str:
+    def encode(o: Any, ascii_only: bool = False) -> str:
         return json.dumps(
             o,
             allow_nan=False,
-            ensure_ascii=False,
+            ensure_ascii=ascii_only,
             separators=(",", ":"),
             default=_json_default,
         )
@@ -141,7 +141,13 @@ def dumps(obj: Any) -> str:
         text = encode(obj)
     except ValueError:
         # Only a non-finite float gets here (allow_nan=False); the common case never walks.
-        text = encode(_sanitize(obj))
+        obj = _sanitize(obj)
+        text = encode(obj)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Lone surrogates (undecodable bytes in argv) cannot be written as UTF-8: escape them.
+        text = encode(obj, ascii_only=True)
     for raw, escaped in _LINE_BREAKS.items():
         if raw in text:
             text = text.replace(raw, escaped)

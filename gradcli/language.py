@@ -578,6 +578,8 @@ def _stack_literal(seq: Seq, dtype: Any) -> Tensor:
             out[id(s)] = E.zeros((0,), dtype=dtype)
             continue
         first = items[0].shape
+        if len(first) >= 64:  # NumPy's limit on dimensions
+            raise ShapeError("array literal nested more than 64 levels deep")
         for i, t in enumerate(items):
             if t.shape != first:
                 raise ShapeError(
