@@ -1,0 +1,5 @@
+"""``python -m benchmarks``: run the benchmark suite (``--help`` for the options)."""
+
+from .suite import main
+
+raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""The workloads and the targets of issue 6, as data."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Every workload, in the order of the table. W7x (the Hessian with respect to x alone) is
+# an extra report-only row beside W7 (with respect to W and x, what `gradcli hessian` does).
+ALL_IDS = ("W1", "W2", "W3a", "W3b", "W4", "W5", "W5b", "W6", "W7", "W7x")
+IN_PROCESS_IDS = ("W1", "W2", "W3a", "W3b", "W4", "W7", "W7x")
+MEMORY_IDS = ("W3a", "W3b")
+
+TIME = "time"
+MEM_NET = "mem net"
+MEM_RAW = "mem raw"
+MEM_BASE = "mem base"
+
+
+@dataclass(frozen=True)
+class Target:
+    """gradcli's median ÷ the reference's median must be at most ``limit``."""
+
+    wid: str
+    metric: str
+    ref: str  # the library key of the reference row
+    limit: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.wid} {self.metric} vs {self.ref}"
+
+
+TARGETS = (
+    Target("W1", TIME, "torch", 0.3),
+    Target("W2", TIME, "torch", 0.4),
+    Target("W2", TIME, "numpy", 2.0),
+    Target("W3a", TIME, "numpy", 1.1),
+    Target("W3a", TIME, "torch", 0.8),
+    Target("W3a", MEM_NET, "torch", 1.0),
+    Target("W3b", TIME, "torch", 0.7),
+    Target("W3b", MEM_NET, "torch", 0.85),
+    Target("W4", TIME, "torch", 1.1),
+    Target("W5", TIME, "imports", 1.1),
+    Target("W5", TIME, "torch", 0.15),
+    Target("W5b", TIME, "typer", 1.2),
+    Target("W6", TIME, "torch", 0.4),
+)
+
+
+def targets_for(wid: str, metric: str, ref: str) -> list[Target]:
+    return [t for t in TARGETS if (t.wid, t.metric, t.ref) == (wid, metric, ref)]
