@@ -80,6 +80,8 @@ class _Group(typer.core.TyperGroup):
 
 app = typer.Typer(
     cls=_Group,
+    # plain help: rich-formatted help imports markdown and pygments (+100 ms per --help)
+    rich_markup_mode=None,
     help=HELP,
     add_completion=False,
     no_args_is_help=True,

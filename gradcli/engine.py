@@ -21,6 +21,8 @@ All array math of gradcli goes through this module; nothing else imports numpy f
 from __future__ import annotations
 
 import builtins
+import heapq
+import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -146,6 +148,7 @@ class Tensor:
         "_op",
         "_parents",
         "_retains_grad",
+        "_seq",
         "data",
         "grad",
         "label",
@@ -169,6 +172,7 @@ class Tensor:
         self._parents: tuple[Tensor, ...] = ()
         self._ctx: Any = None
         self._retains_grad = False
+        self._seq = _next_seq()
         self.label = None
 
     # --- basic properties ---------------------------------------------------------
@@ -411,6 +415,11 @@ class Tensor:
     __hash__ = object.__hash__
 
 
+# Every tensor gets the next number when it is made, so a tensor's inputs always have
+# smaller numbers than the tensor: backward visits nodes by decreasing number.
+_next_seq = itertools.count().__next__
+
+
 class GradFn:
     """What ``Tensor.grad_fn`` returns: names the operation as torch does (``MulBackward0``)."""
 
@@ -437,6 +446,7 @@ def _const(data: Array) -> Tensor:
     t._parents = ()
     t._ctx = None
     t._retains_grad = False
+    t._seq = _next_seq()
     t.label = None
     return t
 
@@ -450,6 +460,7 @@ def _record(data: Array, op: Op, parents: tuple[Tensor, ...], ctx: Any = None) -
     t.data = data if type(data) is np.ndarray else np.asarray(data)
     t.grad = None
     t._retains_grad = False
+    t._seq = _next_seq()
     t.label = None
     if STATE.grad_enabled:
         for p in parents:
@@ -483,39 +494,33 @@ def from_numpy(arr: Array, requires_grad: bool = False) -> Tensor:
     return t
 
 
+_SCALARS: dict[tuple[float, str], Tensor] = {}  # constants of Python numbers, by dtype
+
+
 def _lift(x: Any, like: Tensor | None = None) -> Tensor:
-    """Turn a Python number or array into a constant tensor of ``like``'s dtype."""
+    """Turn a Python number or array into a constant tensor of ``like``'s dtype.
+
+    Python numbers (``x * 1.01`` in a loop) reuse one read-only constant per value.
+    """
     if isinstance(x, Tensor):
         return x
-    dtype = like.data.dtype if like is not None else np.float64
+    dtype = like.data.dtype if like is not None else np.dtype(np.float64)
+    if (type(x) is float or type(x) is int) and x == x and x != 0:  # not nan, not +-0
+        key = (x, dtype.char)
+        t = _SCALARS.get(key)
+        if t is None:
+            if len(_SCALARS) > 4096:
+                _SCALARS.clear()
+            data = np.asarray(x, dtype=dtype)
+            data.flags.writeable = False
+            t = _SCALARS[key] = _const(data)
+        return t
     return _const(np.asarray(x, dtype=dtype))
 
 
 # --------------------------------------------------------------------------------------
 # Backpropagation
 # --------------------------------------------------------------------------------------
-
-
-def _toposort(root: Tensor) -> list[Tensor]:
-    """Nodes that require grad reachable from ``root``, inputs before the nodes made of them.
-
-    An iterative depth-first post-order (a chain of 100,000 operations is fine): a node is
-    appended only after everything it was made from. Tensors hash by identity.
-    """
-    order: list[Tensor] = []
-    visited: set[Tensor] = set()
-    stack: list[tuple[Tensor, bool]] = [(root, False)]
-    while stack:
-        node, done = stack.pop()
-        if done:
-            order.append(node)
-        elif node not in visited:
-            visited.add(node)
-            stack.append((node, True))
-            for p in node._parents:
-                if p.requires_grad and p not in visited:
-                    stack.append((p, False))
-    return order
 
 
 def graph_nodes(root: Tensor) -> list[Tensor]:
@@ -547,21 +552,24 @@ def _backprop(
     and nothing is written (``autograd.grad``).
     """
     m: Any = T if create_graph else A
-    order = _toposort(root)
     wanted = None if inputs is None else {t: i for i, t in enumerate(inputs)}
     found: list[Any] = [None] * (len(inputs) if inputs is not None else 0)
     grads: dict[Tensor, Any] = {root: g}
     owned: set[Tensor] = set()  # nodes whose gradient buffer is ours to add into in place
+    # Nodes in decreasing creation number: every consumer of a node was made after it,
+    # so all of them have added their part before the node is visited. No recursion and no
+    # separate topological sort; a node is queued when its first gradient arrives.
+    queue = [(-root._seq, root)]
+    push, popq = heapq.heappush, heapq.heappop
     pop, get = grads.pop, grads.get
     ndarray = np.ndarray
     prev_grad_mode = STATE.grad_enabled
     STATE.grad_enabled = create_graph
     try:
         with np.errstate(all="ignore"):
-            for node in reversed(order):
-                gnode = pop(node, None)
-                if gnode is None:
-                    continue
+            while queue:
+                node = popq(queue)[1]
+                gnode = pop(node)
                 op = node._op
                 if wanted is not None:
                     if node in wanted:
@@ -586,15 +594,21 @@ def _backprop(
                         continue
                     if pg.shape != p.data.shape:
                         pg = m.sum_to(pg, p.data.shape)
+                    # a fresh array from a rule (not g itself, not a view, not a NumPy
+                    # scalar, which += would only rebind) can take later terms in place
+                    fresh = type(pg) is ndarray and pg.base is None and pg is not gnode
                     prev = get(p)
                     if prev is None:
                         grads[p] = pg
-                        # a fresh array from a rule (not g itself, not a view, not a NumPy
-                        # scalar, which += would only rebind): later terms add into it
-                        if type(pg) is ndarray and pg.base is None and pg is not gnode:
+                        push(queue, (-p._seq, p))
+                        if fresh:
                             owned.add(p)
                     elif p in owned:
                         prev += pg
+                    elif fresh:
+                        pg += prev
+                        grads[p] = pg
+                        owned.add(p)
                     else:
                         total = grads[p] = prev + pg
                         if type(total) is ndarray:
