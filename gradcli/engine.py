@@ -1204,7 +1204,35 @@ add = _binary(ADD)
 subtract = _binary(SUB)
 multiply = _binary(MUL)
 divide = _binary(DIV)
-power = _binary(POW)
+_power = _binary(POW)
+
+
+def _pow_const_vjp(m: Any, g: Any, a: Any, c: float, x: Any) -> Any:
+    if c == 0:
+        return m.zeros_like(g)
+    if c == 2:
+        return g * (x * 2.0)
+    return g * (c * x ** (c - 1.0))
+
+
+# x ** c for a constant number c (x**2, x**0.5): one rule, no gradient for the exponent,
+# and none of the general rule's masks. Same numbers as "pow" (torch.pow's convention).
+_POW_CONST = Op("pow", np.power, [_pow_const_vjp], POW.doc)
+
+
+def power(x: Any, y: Any) -> Tensor:
+    """``x ** y`` with broadcasting; the gradient follows ``torch.pow`` at ``x = 0``."""
+    if type(x) is Tensor:
+        c: Any = None
+        if type(y) is float or type(y) is int:
+            c = float(y)
+        elif type(y) is Tensor and not y.requires_grad and y.data.ndim == 0:
+            c = float(y.data)
+        if c is not None and c == c:  # a constant exponent (not nan)
+            return _record(np.power(x.data, c), _POW_CONST, (x,), c)
+    return _power(x, y)
+
+
 pow = power
 maximum = _binary(MAXIMUM)
 minimum = _binary(MINIMUM)
