@@ -45,7 +45,7 @@ _ALIASES = {
 }  # fmt: skip
 
 __all__ = [
-    *_FROM_API, *_FROM_ERRORS, *_FROM_ENGINE, *_ALIASES, "autograd", "nn", "optim",
+    *_FROM_API, *_FROM_ERRORS, *_FROM_ENGINE, *_ALIASES, "analysis", "autograd", "nn", "optim",
     "__version__",
 ]  # fmt: skip
 
@@ -68,7 +68,7 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(".api", __name__), name)
     elif name in _FROM_ERRORS:
         value = getattr(importlib.import_module(".errors", __name__), name)
-    elif name in ("nn", "optim"):
+    elif name in ("nn", "optim", "analysis"):
         value = importlib.import_module(f".{name}", __name__)
     elif name == "autograd":
         engine = importlib.import_module(".engine", __name__)
