@@ -84,10 +84,22 @@ class Result:
 
 
 def check_dtype(dtype: Any) -> str:
-    name = str(np.dtype(dtype)) if not isinstance(dtype, str) else dtype
+    """``"float64"`` or ``"float32"`` from a name, a NumPy type or a dtype."""
+    if isinstance(dtype, str):
+        name = dtype
+    elif dtype in (np.float64, np.float32) or isinstance(dtype, np.dtype):
+        name = str(np.dtype(dtype))
+    else:
+        name = ""
     if name not in DTYPES:
-        raise InputError(f"unknown dtype {dtype!r}: use float64 or float32")
+        raise InputError(f"unknown dtype {str(dtype)[:40]!r}: use float64 or float32")
     return name
+
+
+def check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InputError(f"seed must be a whole number >= 0, not {str(seed)[:40]!r}")
+    return seed
 
 
 def check_norm_type(norm_type: Any) -> float:
@@ -152,7 +164,7 @@ def prepare(
     from .io import value_from_json
 
     dtype = check_dtype(dtype)
-    if not isinstance(max_elements, int) or max_elements < 1:
+    if isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 1:
         raise InputError(f"max_elements must be a whole number >= 1, not {max_elements!r}")
     if not isinstance(expr, str):
         raise InputError("expr must be a string")
@@ -201,6 +213,7 @@ def evaluate(
     """
     from .io import value_from_json
 
+    seed = check_seed(seed)
     clip_norm = _check_limit(clip_norm, "clip_norm")
     clip_value = _check_limit(clip_value, "clip_value")
     if clip_norm is not None and clip_value is not None:
@@ -307,9 +320,7 @@ def request_kwargs(request: Any) -> dict[str, Any]:
     wrt = kwargs.get("wrt")
     if wrt is not None and (not isinstance(wrt, list) or not all(isinstance(n, str) for n in wrt)):
         raise InputError('"wrt" must be a list of input names')
-    seed = kwargs.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError('"seed" must be a whole number >= 0')
+    check_seed(kwargs.get("seed", 0))
     return kwargs
 
 

@@ -734,6 +734,8 @@ def _exclusive_prod(x: Array, axes: tuple[int, ...]) -> Array:
 
     Exact with zeros (no division): the product of a prefix and a suffix, as torch does.
     """
+    if x.size == 0:
+        return np.zeros_like(x)
     keep = [i for i in range(x.ndim) if i not in axes]
     perm = keep + list(axes)
     xt = x.transpose(perm)
@@ -1302,7 +1304,7 @@ def not_equal(x: Any, y: Any) -> Tensor:
 def _reduce(op: Op, x: Any, axis: Any, keepdims: bool, *extra: Any) -> Tensor:
     x = _lift(x)
     axes = normalize_axis(axis, x.data.ndim, op.name)
-    if op in (MAX, MIN) and x.data.size == 0:
+    if op in (MAX, MIN) and x.data.size == 0 and 0 in [x.data.shape[a] for a in axes]:
         raise ShapeError(f"{op.name}: cannot reduce an empty tensor (it has no {op.name}imum)")
     data = op.fwd(x.data, axes, bool(keepdims), *extra)
     return _record(np.asarray(data, dtype=x.data.dtype), op, (x,), (axes, bool(keepdims), *extra))
@@ -1356,7 +1358,8 @@ def var(x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False) -> Te
     axes = normalize_axis(axis, x.data.ndim, "var")
     n = math.prod(x.data.shape[i] for i in axes)
     d = x - mean(x, axes, keepdims=True)
-    return sum(d * d, axes, keepdims) / float(n - ddof)
+    # NumPy's divisor: max(n - ddof, 0), so too few elements give nan or inf, not -0
+    return sum(d * d, axes, keepdims) / float(builtins.max(n - ddof, 0))
 
 
 def std(x: Any, axis: Any = None, ddof: float = 0, keepdims: bool = False) -> Tensor:
