@@ -878,13 +878,13 @@ POW = _defop(
     doc="dx = g y x^(y-1) (0 where y = 0), dy = g x^y ln x (0 where x = 0, y >= 0)")
 MAXIMUM = _defop(
     "maximum", np.maximum,
-    lambda m, g, a, c, x, y: g * ((x > y) + (x == y) * 0.5),
-    lambda m, g, a, c, x, y: g * ((y > x) + (x == y) * 0.5),
+    lambda m, g, a, c, x, y: g * (x > y) + (g * 0.5) * (x == y),
+    lambda m, g, a, c, x, y: g * (y > x) + (g * 0.5) * (x == y),
     doc="g to the larger argument; split evenly on ties")
 MINIMUM = _defop(
     "minimum", np.minimum,
-    lambda m, g, a, c, x, y: g * ((x < y) + (x == y) * 0.5),
-    lambda m, g, a, c, x, y: g * ((y < x) + (x == y) * 0.5),
+    lambda m, g, a, c, x, y: g * (x < y) + (g * 0.5) * (x == y),
+    lambda m, g, a, c, x, y: g * (y < x) + (g * 0.5) * (x == y),
     doc="g to the smaller argument; split evenly on ties")
 ARCTAN2 = _defop(
     "arctan2", np.arctan2,
@@ -895,7 +895,7 @@ CLIP = _defop(
     "clip", lambda x, lo, hi: np.minimum(np.maximum(x, lo), hi),
     lambda m, g, a, c, x, lo, hi: g * ((x >= lo) * (x <= hi)),
     lambda m, g, a, c, x, lo, hi: g * ((x < lo) * (lo <= hi)),
-    lambda m, g, a, c, x, lo, hi: g * m.maximum((x > hi) * 1.0, (lo > hi) * 1.0),
+    lambda m, g, a, c, x, lo, hi: g * m.maximum(x > hi, lo > hi),
     doc="g to x where lo <= x <= hi (inclusive); to lo below it, to hi above it")
 WHERE = _defop(
     "where", lambda c, x, y: np.where(c != 0, x, y),
@@ -934,7 +934,7 @@ def _prod_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
 def _extreme_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
     axes, keep = c
     ae = _unreduce(m, a, x.shape, axes, keep)
-    mask = (x == ae) * 1.0
+    mask = m.as_float(x == ae, x)
     count = m.sum(mask, axis=axes, keepdims=True)
     return _unreduce(m, g, x.shape, axes, keep) * (mask / count)
 
@@ -1000,7 +1000,7 @@ def _norm_vjp(m: Any, g: Any, a: Any, c: Any, x: Any) -> Any:
     ge = _unreduce(m, g, x.shape, axes, keep)
     ae = _unreduce(m, a, x.shape, axes, keep)
     if p == math.inf:
-        mask = (m.abs(x) == ae) * 1.0
+        mask = m.as_float(m.abs(x) == ae, x)
         return ge * m.sign(x) * mask / m.sum(mask, axis=axes, keepdims=True)
     if p == 1:
         return ge * m.sign(x)
@@ -1906,6 +1906,11 @@ class _ArrayNamespace:
     def mean(x: Array, axis: Any = None, keepdims: bool = False) -> Array:
         return np.mean(x, axis=axis, keepdims=keepdims)
 
+    @staticmethod
+    def as_float(mask: Array, like: Array) -> Array:
+        """A boolean mask as 1.0/0.0 in ``like``'s dtype (bool * 1.0 would be float64)."""
+        return mask.astype(like.dtype)
+
 
 class _TensorNamespace:
     """What a rule's ``m`` offers on tensors: the same names, recorded in the graph."""
@@ -1936,6 +1941,10 @@ class _TensorNamespace:
     sum = staticmethod(sum)
     getitem = staticmethod(getitem)
     mean = staticmethod(mean)
+
+    @staticmethod
+    def as_float(mask: Tensor, like: Tensor) -> Tensor:
+        return mask  # comparisons of tensors are already 1.0/0.0 in their dtype
 
 
 A = _ArrayNamespace
@@ -1986,27 +1995,38 @@ def clip_by_value(arrays: Sequence[Array], clip_value: float) -> None:
 
 
 class floating_errors:
-    """Count NumPy's floating-point errors (overflow, invalid value, division by zero)
-    instead of printing one warning per operation; report them once afterwards."""
+    """Count NumPy's floating-point errors (overflow, invalid value, division by zero) and
+    its RuntimeWarnings (``Mean of empty slice``) instead of printing one per operation;
+    report each kind once afterwards."""
 
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
 
     def _record(self, kind: str, flag: int) -> None:
+        kind = f"{kind} encountered"
         self.counts[kind] = self.counts.get(kind, 0) + 1
 
     def __enter__(self) -> floating_errors:
+        import warnings
+
         self._errstate = np.errstate(over="call", divide="call", invalid="call", under="ignore",
                                      call=self._record)  # fmt: skip
         self._errstate.__enter__()
+        self._warnings = warnings.catch_warnings(record=True)
+        self._caught = self._warnings.__enter__()
+        warnings.simplefilter("always", RuntimeWarning)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._warnings.__exit__(*exc)
         self._errstate.__exit__(*exc)
+        for w in self._caught:
+            kind = str(w.message)
+            self.counts[kind] = self.counts.get(kind, 0) + 1
 
     def messages(self) -> list[str]:
         return [
-            f"{kind} encountered in {n} operation{'s' if n != 1 else ''}"
+            f"{kind} in {n} operation{'s' if n != 1 else ''}"
             for kind, n in sorted(self.counts.items())
         ]
 
