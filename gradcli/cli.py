@@ -322,6 +322,41 @@ def _inputs_of(
     return text, _gather_inputs(given, inputs, dtype.value, seed, max_elements)
 
 
+def _analyse(
+    command: str,
+    expr: str | None,
+    values: list[str] | None,
+    file: Path | None,
+    inputs: str | None,
+    wrt: str | None,
+    dtype: DType,
+    seed: int,
+    max_elements: int,
+    **options: Any,
+) -> Any:
+    """Run ``gradcli.analysis.<command>`` on the command line's program and inputs."""
+    from . import analysis
+
+    text, given = _inputs_of(expr, values, file, inputs, dtype, seed, max_elements)
+    run = getattr(analysis, command)
+    return run(
+        text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
+        max_elements=max_elements, **options,
+    )  # fmt: skip
+
+
+def _emit(result: Any, json_out: bool, show: Callable[[Any], None]) -> None:
+    """The result as one line of JSON, or drawn by ``show`` on the console."""
+    if json_out:
+        from .io import dumps
+
+        _print_line(dumps(result.to_json()))
+    else:
+        from . import present
+
+        show(present.make_console())
+
+
 @app.command("check", help=CHECK_HELP, no_args_is_help=True)
 def check_command(
     expr: ExprArg = None,
@@ -342,18 +377,13 @@ def check_command(
     debug: DebugOpt = False,
 ) -> None:
     with _failures(json_out, debug):
-        from . import analysis, present
-        from .io import dumps
+        from . import present
 
-        text, given = _inputs_of(expr, values, file, inputs, dtype, seed, max_elements)
-        result = analysis.check(
-            text, given, wrt=_split_names(wrt), eps=eps, rtol=rtol, atol=atol, order=order,
-            dtype=dtype.value, seed=seed, max_elements=max_elements,
+        result = _analyse(
+            "check", expr, values, file, inputs, wrt, dtype, seed, max_elements,
+            eps=eps, rtol=rtol, atol=atol, order=order,
         )  # fmt: skip
-        if json_out:
-            _print_line(dumps(result.to_json()))
-        else:
-            present.print_check(result, present.make_console())
+        _emit(result, json_out, lambda console: present.print_check(result, console))
         if not result.ok:
             raise typer.Exit(1)
 
@@ -374,18 +404,13 @@ def jacobian_command(
     debug: DebugOpt = False,
 ) -> None:
     with _failures(json_out, debug):
-        from . import analysis, present
-        from .io import dumps
+        from . import present
 
-        text, given = _inputs_of(expr, values, file, inputs, dtype, seed, max_elements)
-        result = analysis.jacobian(
-            text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
-            max_elements=max_elements,
+        result = _analyse("jacobian", expr, values, file, inputs, wrt, dtype, seed, max_elements)
+        _emit(
+            result, json_out,
+            lambda console: present.print_jacobian(result, console, precision=precision, full=full),
         )  # fmt: skip
-        if json_out:
-            _print_line(dumps(result.to_json()))
-        else:
-            present.print_jacobian(result, present.make_console(), precision=precision, full=full)
 
 
 @app.command("hessian", help=HESSIAN_HELP, no_args_is_help=True)
@@ -403,18 +428,13 @@ def hessian_command(
     debug: DebugOpt = False,
 ) -> None:
     with _failures(json_out, debug):
-        from . import analysis, present
-        from .io import dumps
+        from . import present
 
-        text, given = _inputs_of(expr, values, file, inputs, dtype, seed, max_elements)
-        result = analysis.hessian(
-            text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
-            max_elements=max_elements,
+        result = _analyse("hessian", expr, values, file, inputs, wrt, dtype, seed, max_elements)
+        _emit(
+            result, json_out,
+            lambda console: present.print_hessian(result, console, precision=precision),
         )  # fmt: skip
-        if json_out:
-            _print_line(dumps(result.to_json()))
-        else:
-            present.print_hessian(result, present.make_console(), precision=precision)
 
 
 @app.command("graph", help=GRAPH_HELP, no_args_is_help=True)
@@ -433,20 +453,16 @@ def graph_command(
     debug: DebugOpt = False,
 ) -> None:
     with _failures(json_out, debug):
-        from . import analysis, present
-        from .io import dumps
+        from . import present
 
-        text, given = _inputs_of(expr, values, file, inputs, dtype, seed, max_elements)
-        result = analysis.graph(
-            text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
-            max_elements=max_elements,
-        )  # fmt: skip
-        if json_out:
-            _print_line(dumps(result.to_json()))
-        elif dot:
+        result = _analyse("graph", expr, values, file, inputs, wrt, dtype, seed, max_elements)
+        if dot and not json_out:
             sys.stdout.write(result.to_dot())
-        else:
-            present.print_graph(result, present.make_console(), precision=precision)
+            return
+        _emit(
+            result, json_out,
+            lambda console: present.print_graph(result, console, precision=precision),
+        )  # fmt: skip
 
 
 class OptimizerName(str, Enum):
@@ -488,23 +504,21 @@ def optimize_command(
     debug: DebugOpt = False,
 ) -> None:
     with _failures(json_out, debug):
-        from . import analysis, present
-        from .io import dumps
+        from . import present
 
-        text, given = _inputs_of(expr, values, file, inputs, dtype, seed, max_elements)
         with _step_progress(steps) as on_step:
-            result = analysis.optimize(
-                text, given, wrt=_split_names(wrt), optimizer=optimizer.value, steps=steps,
-                lr=lr, momentum=momentum, clip_norm=clip_norm, norm_type=norm_type,
-                clip_value=clip_value, zero_grad=zero_grad, dtype=dtype.value, seed=seed,
-                max_elements=max_elements, on_step=on_step,
+            result = _analyse(
+                "optimize", expr, values, file, inputs, wrt, dtype, seed, max_elements,
+                optimizer=optimizer.value, steps=steps, lr=lr, momentum=momentum,
+                clip_norm=clip_norm, norm_type=norm_type, clip_value=clip_value,
+                zero_grad=zero_grad, on_step=on_step,
             )  # fmt: skip
-        if json_out:
-            _print_line(dumps(result.to_json()))
-        else:
-            present.print_optimization(
-                result, present.make_console(), precision=precision, full=full
-            )
+        _emit(
+            result, json_out,
+            lambda console: present.print_optimization(
+                result, console, precision=precision, full=full
+            ),
+        )  # fmt: skip
 
 
 class _step_progress:
