@@ -104,6 +104,20 @@ class element_limit:
         STATE.max_elements = self._prev
 
 
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's broadcasting of shapes (np.broadcast_shapes stops at 32 dimensions; arrays
+    may have 64). Raises ValueError when the shapes do not broadcast."""
+    nd = builtins.max(len(s) for s in shapes)
+    out = [1] * nd
+    for s in shapes:
+        for i, d in enumerate(s, nd - len(s)):
+            if d != 1:
+                if out[i] != 1 and out[i] != d:
+                    raise ValueError(f"shapes {shapes} cannot be broadcast together")
+                out[i] = d
+    return tuple(out)
+
+
 def check_size(shape: Sequence[int], what: str) -> None:
     """Refuse, before allocating, a tensor of more elements than the limit allows."""
     n = math.prod(shape)
@@ -793,7 +807,7 @@ def _binary(op: Op) -> Callable[[Any, Any], Tensor]:
         # A one-element operand never grows the result: only then is a check needed.
         if xd.shape != yd.shape and xd.size != 1 and yd.size != 1:
             try:
-                shape = np.broadcast_shapes(xd.shape, yd.shape)
+                shape = broadcast_shape(xd.shape, yd.shape)
             except ValueError:
                 raise ShapeError(
                     f"{op.name}: shapes {xd.shape} and {yd.shape} cannot be broadcast together"
@@ -1244,7 +1258,7 @@ arctan2 = _binary(ARCTAN2)
 def _broadcast_all(name: str, *ts: Tensor) -> None:
     shapes = [t.data.shape for t in ts]
     try:
-        shape = np.broadcast_shapes(*shapes)
+        shape = broadcast_shape(*shapes)
     except ValueError:
         raise ShapeError(
             f"{name}: shapes {', '.join(map(str, shapes))} cannot be broadcast together"
@@ -1399,8 +1413,7 @@ def reshape(x: Any, shape: Any) -> Tensor:
             f"reshape: cannot reshape a tensor of shape {x.data.shape} "
             f"({x.data.size} elements) into shape {shape}"
         ) from None
-    if data.shape == x.data.shape:
-        return x
+    # a new node even when nothing changes: a binding `h = reshape(x, ...)` is not `x`
     return _record(data, RESHAPE, (x,))
 
 
@@ -1414,8 +1427,6 @@ def transpose(x: Any, axes: Any = None) -> Tensor:
         perm = tuple(int(a) % nd if nd else int(a) for a in axes)
         if sorted(perm) != list(range(nd)):
             raise ShapeError(f"transpose: axes {tuple(axes)} are not a permutation of {nd} axes")
-    if perm == tuple(range(nd)):
-        return x
     return _record(x.data.transpose(perm), TRANSPOSE, (x,), perm)
 
 
@@ -1478,8 +1489,6 @@ def flip(x: Any, axis: Any = None) -> Tensor:
     """Reverse the order of elements along ``axis`` (all axes when None)."""
     x = _lift(x)
     axes = normalize_axis(axis, x.data.ndim, "flip")
-    if not axes:
-        return x
     return _record(np.flip(x.data, axes), FLIP, (x,), axes)
 
 
@@ -1598,7 +1607,7 @@ def _matmul2(x: Tensor, y: Tensor) -> Tensor:
             f"matmul: shapes {xs} and {ys} do not fit (inner dimensions {xs[-1]} and {ys[-2]})"
         )
     try:
-        batch = np.broadcast_shapes(xs[:-2], ys[:-2])
+        batch = broadcast_shape(xs[:-2], ys[:-2])
     except ValueError:
         raise ShapeError(f"matmul: batch shapes of {xs} and {ys} cannot be broadcast") from None
     check_size((*batch, xs[-2], ys[-1]), "matmul")
