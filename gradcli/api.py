@@ -48,8 +48,7 @@ class Result:
     @property
     def total_grad_norm(self) -> float:
         """The 2-norm of all input gradients together (the norm of the per-input norms)."""
-        norms = [float(np.linalg.norm(g.ravel())) for g in self.grads.values() if g is not None]
-        return float(np.linalg.norm(norms)) if norms else 0.0
+        return E.total_norm([g for g in self.grads.values() if g is not None], 2.0)
 
     def to_json(self) -> dict[str, Any]:
         """The JSON response of SPEC §2, as a dict of plain Python values (strict JSON)."""
@@ -103,23 +102,11 @@ def check_seed(seed: Any) -> int:
 
 
 def check_norm_type(norm_type: Any) -> float:
-    """``norm_type`` as a float: a positive number, ``inf``, ``"inf"`` or ``"Infinity"``."""
-    if isinstance(norm_type, str):
-        spelled = norm_type.strip().lower()
-        if spelled in ("inf", "infinity", "+inf"):
-            return math.inf
-        try:
-            norm_type = float(spelled)
-        except ValueError:
-            raise InputError(
-                f"norm_type must be a positive number or inf, not {norm_type!r}"
-            ) from None
-    if isinstance(norm_type, bool) or not isinstance(norm_type, (int, float)):
-        raise InputError(f"norm_type must be a positive number or inf, not {norm_type!r}")
-    p = float(norm_type)
-    if not p > 0:
-        raise InputError(f"norm_type must be a positive number or inf, not {norm_type!r}")
-    return p
+    """``norm_type`` as a float (a positive number or inf); a bad one is an input error."""
+    try:
+        return E.norm_type_of(norm_type)
+    except InvalidValueError as e:
+        raise InputError(e.message) from None
 
 
 def _check_limit(value: Any, what: str) -> float | None:
@@ -248,6 +235,16 @@ def evaluate(
             grads[name] = None
         else:
             grads[name] = leaf.grad.data if leaf.grad is not None else np.zeros_like(leaf.data)
+    intermediates: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+    for name, t in ev.bindings.items():
+        if t.requires_grad:
+            g_b = t.grad.data if t.grad is not None else np.zeros_like(t.data)
+            if t.is_leaf:  # `h = x` binds the input itself: keep its grad apart from clipping
+                g_b = g_b.copy()
+        else:
+            g_b = None
+        intermediates[name] = (t.data, g_b)
+
     clip: dict[str, float] | None = None
     asked = [g for g in grads.values() if g is not None]
     if clip_norm is not None:
@@ -256,14 +253,6 @@ def evaluate(
     elif clip_value is not None:
         E.clip_by_value(asked, clip_value)
         clip = {"clip_value": clip_value}
-
-    intermediates: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
-    for name, t in ev.bindings.items():
-        if t.requires_grad:
-            g_b = t.grad.data if t.grad is not None else np.zeros_like(t.data)
-        else:
-            g_b = None
-        intermediates[name] = (t.data, g_b)
 
     warnings = fp.messages()
     if reduction == "sum":

@@ -24,7 +24,7 @@ import builtins
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -1863,11 +1863,6 @@ def constant(value: float, dtype: Any = np.float64) -> Tensor:
     return _const(np.asarray(value, dtype=dtype))
 
 
-def as_array(value: Any, dtype: Any = np.float64) -> Array:
-    """A float array of ``dtype`` from numbers, nested lists or arrays."""
-    return np.asarray(value, dtype=dtype)
-
-
 # --------------------------------------------------------------------------------------
 # The two namespaces the rules run on
 # --------------------------------------------------------------------------------------
@@ -1960,14 +1955,24 @@ A = _ArrayNamespace
 T = _TensorNamespace
 
 
-def iter_ops() -> Iterable[Op]:
-    """Every primitive with its derivative rule (for ``gradcli functions``)."""
-    return OPS.values()
-
-
 # --------------------------------------------------------------------------------------
 # Gradient clipping (torch.nn.utils.clip_grad_norm_ / clip_grad_value_) and float errors
 # --------------------------------------------------------------------------------------
+
+
+def norm_type_of(norm_type: Any) -> float:
+    """A norm order: a positive number, ``inf``, ``"inf"`` or ``"Infinity"``."""
+    p: Any = norm_type
+    if isinstance(p, str):
+        spelled = p.strip().lower()
+        p = math.inf if spelled in ("inf", "infinity", "+inf", "+infinity") else spelled
+        try:
+            p = float(p)
+        except ValueError:
+            p = None
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not float(p) > 0:
+        raise InvalidValueError(f"norm_type must be a positive number or inf, not {norm_type!r}")
+    return float(p)
 
 
 def total_norm(arrays: Sequence[Array], norm_type: float) -> float:
@@ -1981,14 +1986,15 @@ def total_norm(arrays: Sequence[Array], norm_type: float) -> float:
 
 
 def clip_by_norm(
-    arrays: Sequence[Array], max_norm: float, norm_type: float = 2.0
+    arrays: Sequence[Array], max_norm: float, norm_type: float = 2.0, total: float | None = None
 ) -> tuple[float, float]:
     """Scale ``arrays`` in place so their total norm is at most ``max_norm``.
 
     Returns ``(total_norm, scale)`` with ``scale = min(1, max_norm / (total + 1e-6))``,
     exactly torch's coefficient (so a total below ``max_norm`` still gives a scale of 1).
     """
-    total = total_norm(arrays, norm_type)
+    if total is None:
+        total = total_norm(arrays, norm_type)
     coef = max_norm / (total + 1e-6)
     scale = coef if math.isnan(coef) else builtins.min(1.0, coef)  # torch: nan stays nan
     with np.errstate(invalid="ignore"):  # inf * 0 when the total is inf: nan, as torch

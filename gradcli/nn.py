@@ -29,7 +29,7 @@ def clip_grad_norm_(
     ``min(1, max_norm / (total + 1e-6))``, parameters whose grad is None are skipped, and
     the total norm *before* clipping is returned.
     """
-    p = math.inf if str(norm_type).lower() in ("inf", "infinity") else float(norm_type)
+    p = E.norm_type_of(norm_type)
     grads = _grads(parameters)
     total = E.total_norm(grads, p)
     if error_if_nonfinite and not math.isfinite(total):
@@ -38,7 +38,7 @@ def clip_grad_norm_(
             "it cannot be clipped. To disable this error and scale the gradients by the "
             "non-finite norm anyway, set `error_if_nonfinite=False`"
         )
-    E.clip_by_norm(grads, float(max_norm), p)
+    E.clip_by_norm(grads, float(max_norm), p, total)
     return E.tensor(total)
 
 

@@ -448,3 +448,14 @@ def test_batch_lines_with_clipping() -> None:
     assert out[1]["inputs"]["a"]["grad"] == [4.5, 4.5]
     assert out[2]["error"]["kind"] == "input"
     assert r.code == 1  # a failed line
+
+
+def test_clipping_never_touches_a_binding_that_names_an_input() -> None:
+    # `h = x` binds the input itself; SPEC: only input gradients are clipped
+    import gradcli
+
+    r = gradcli.evaluate("h = x; sum(h*3)", {"x": [3.0, 4.0]}, clip_value=0.5)
+    assert r.grads["x"].tolist() == [0.5, 0.5]
+    assert r.intermediates["h"][1].tolist() == [3.0, 3.0]
+    r = gradcli.evaluate("h = x; sum(h*3)", {"x": [3.0, 4.0]}, clip_norm=1.0)
+    assert r.intermediates["h"][1].tolist() == [3.0, 3.0]

@@ -1455,7 +1455,6 @@ def test_every_primitive_has_a_doc():
     E.stack([E.tensor([1.0]), E.tensor([2.0])])
     undocumented = sorted(name for name, op in E.OPS.items() if not (op.doc or "").strip())
     assert not undocumented, f"primitives without a derivative doc: {undocumented}"
-    assert [op.name for op in E.iter_ops()] == list(E.OPS)
 
 
 def test_functions_derivative_text_comes_from_the_engine_rules():
