@@ -24,11 +24,23 @@ import json
 import math
 import shutil
 import subprocess
-import zlib
 from collections.abc import Callable
 
 import numpy as np
 import pytest
+from samplers import (
+    as_f64 as f64,
+)
+from samplers import (
+    avoiding,
+    away0,
+    distinct,
+    distinct_abs_sampler,
+    distinct_sampler,
+    real,
+    rng_for,
+    well_conditioned,
+)
 
 import gradcli
 from gradcli import analysis
@@ -38,74 +50,6 @@ from gradcli.errors import GradcliError
 # --------------------------------------------------------------------------------------------
 # input domains (the same choices as test_engine_grads.py)
 # --------------------------------------------------------------------------------------------
-
-
-def rng_for(*key) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(repr(key).encode()))
-
-
-def f64(x) -> np.ndarray:
-    return np.asarray(x, dtype=np.float64)
-
-
-def real(lo=-2.0, hi=2.0):
-    def sample(rng, shape):
-        return f64(rng.uniform(lo, hi, size=shape))
-
-    return sample
-
-
-def away0(lo=0.3, hi=2.0):
-    """Magnitudes in [lo, hi] with random signs: away from the kink at 0."""
-
-    def sample(rng, shape):
-        return f64(rng.uniform(lo, hi, size=shape) * rng.choice([-1.0, 1.0], size=shape))
-
-    return sample
-
-
-def avoiding(points, margin=0.15, lo=-2.0, hi=2.0):
-    def sample(rng, shape):
-        x = f64(rng.uniform(lo, hi, size=shape))
-        for _ in range(1000):
-            bad = np.zeros(x.shape, dtype=bool)
-            for p in points:
-                bad |= np.abs(x - p) < margin
-            if not bad.any():
-                return x
-            x = f64(np.where(bad, rng.uniform(lo, hi, size=shape), x))
-        raise RuntimeError("could not sample away from the given points")
-
-    return sample
-
-
-def distinct(rng, *shapes, lo=-2.0, hi=2.0):
-    """Arrays whose elements are all pairwise well separated, within and across arrays."""
-    sizes = [math.prod(s) for s in shapes]
-    n = sum(sizes)
-    spacing = (hi - lo) / max(n - 1, 1)
-    vals = rng.permutation(np.linspace(lo, hi, n)) + rng.uniform(-0.2, 0.2, n) * spacing
-    out, start = [], 0
-    for s, k in zip(shapes, sizes, strict=True):
-        out.append(f64(vals[start : start + k].reshape(s)))
-        start += k
-    return out
-
-
-def distinct_sampler(lo=-2.0, hi=2.0):
-    def sample(rng, shape):
-        return distinct(rng, shape, lo=lo, hi=hi)[0]
-
-    return sample
-
-
-def distinct_abs_sampler(rng, shape):
-    mag = distinct(rng, shape, lo=0.3, hi=2.0)[0]
-    return mag * rng.choice([-1.0, 1.0], size=shape)
-
-
-def well_conditioned(rng, shape):
-    return f64(rng.uniform(-1.0, 1.0, size=shape) + 3.0 * np.eye(shape[-1]))
 
 
 def sid(shape) -> str:
