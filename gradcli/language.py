@@ -817,7 +817,10 @@ class _Evaluator:
             return slice(*(None if a is None else self._int(a, "slice") for a in args))
         if kind == "index":
             target = self.tensor(args[0], "index")
-            return E.getitem(target, tuple(self._index_part(p) for p in args[1]))
+            parts = args[1]
+            if len(parts) == 1 and isinstance(parts[0], Seq) and parts[0].is_tuple:
+                parts = tuple(parts[0])  # x[(0, 1)] is x[0, 1] and x[()] is x, as in NumPy
+            return E.getitem(target, tuple(self._index_part(p) for p in parts))
         if kind == "attribute":
             attr = node.children[1]
             if str(attr) == "T":

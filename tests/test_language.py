@@ -856,3 +856,10 @@ def test_huge_power_is_inf_with_a_warning() -> None:
 def test_package_exports() -> None:
     assert gradcli.evaluate is evaluate
     assert issubclass(gradcli.ParseError, gradcli.GradcliError)
+
+
+def test_a_tuple_subscript_is_the_index_tuple_as_in_numpy() -> None:
+    x = [[1.0, 2.0], [3.0, 4.0]]
+    assert gradcli.evaluate("x[(0, 1)]", {"x": x}).value.tolist() == 2.0
+    assert gradcli.evaluate("x[()]", {"x": x}).value.tolist() == x
+    assert gradcli.evaluate("x[[0, 1]]", {"x": x}).value.tolist() == x  # a list stays a list
