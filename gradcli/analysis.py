@@ -77,7 +77,7 @@ def jacobian(
 ) -> Jacobian:
     """d output / d input for each ``wrt`` input, shaped ``output.shape + input.shape``."""
     setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
-    with E.element_limit(max_elements), E.floating_errors(), E.no_cycle_collection():
+    with E.computation(max_elements):
         value, jac = _jacobian_of(setup, seed)
     return Jacobian(expr, value, jac)
 
@@ -157,7 +157,7 @@ def hessian(
 ) -> Hessian:
     """Second derivatives of a scalar output by differentiating the backward pass."""
     setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
-    with E.element_limit(max_elements), E.floating_errors(), E.no_cycle_collection():
+    with E.computation(max_elements):
         value, h = _hessian_of(setup, seed)
     labels = [
         lab for name in setup.wanted for lab in element_labels(name, setup.values[name].shape)
@@ -299,7 +299,7 @@ def check(
         raise InputError(f"--order must be 1 or 2, not {order}")
     setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
     result = Check(expr, True, eps, rtol, atol, order)
-    with E.element_limit(max_elements), E.floating_errors(), E.no_cycle_collection():
+    with E.computation(max_elements):
         if order == 1:
             value, jac = _jacobian_of(setup, seed)
             analytic = {n: j.reshape(value.size, -1).astype(np.float64) for n, j in jac.items()}
@@ -399,7 +399,7 @@ def graph(
     """The computation graph of ``expr``: every node with its operation, value and the
     gradient of the (summed) output with respect to it."""
     setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
-    with E.element_limit(max_elements), E.floating_errors(), E.no_cycle_collection():
+    with E.computation(max_elements):
         leaves = setup.leaves()
         ev = setup.program.run(leaves, dtype=setup.dtype, seed=seed)
         for name, t in ev.bindings.items():
@@ -513,7 +513,7 @@ def optimize(
             out.backward()
         return float(out.data)
 
-    with E.element_limit(max_elements), E.floating_errors(), E.no_cycle_collection():
+    with E.computation(max_elements):
         for step in range(steps):
             if zero_grad:
                 opt.zero_grad()

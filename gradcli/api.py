@@ -208,7 +208,7 @@ def evaluate(
     p = check_norm_type(norm_type)
     setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
     wanted = setup.wanted
-    with E.element_limit(max_elements), E.floating_errors() as fp, E.no_cycle_collection():
+    with E.computation(max_elements) as fp:
         leaves = setup.leaves()
         ev = setup.program.run(leaves, dtype=dtype, seed=seed)
         out = ev.output
@@ -321,7 +321,7 @@ def constant_value(
     missing = sorted(program.free_names())
     if missing:
         raise NamingError(f"it uses `{missing[0]}`, which has no value")
-    with E.element_limit(max_elements), E.floating_errors():
+    with E.computation(max_elements):
         return program.run({}, dtype=check_dtype(dtype), seed=seed).output.data
 
 

@@ -21,10 +21,11 @@ All array math of gradcli goes through this module; nothing else imports numpy f
 from __future__ import annotations
 
 import builtins
+import contextlib
 import heapq
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -88,6 +89,14 @@ class no_cycle_collection:
 
         if self._was_enabled:
             gc.enable()
+
+
+@contextlib.contextmanager
+def computation(max_elements: int) -> Iterator[floating_errors]:
+    """What every evaluation runs under: the element limit, counted floating-point errors
+    (yielded, for the warnings) and no cyclic garbage collection."""
+    with element_limit(max_elements), floating_errors() as errors, no_cycle_collection():
+        yield errors
 
 
 class element_limit:
