@@ -2081,9 +2081,6 @@ def torch_keywords(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     return call
 
 
-_as_method = torch_keywords
-
-
 def _reshape_method(self: Tensor, *shape: Any) -> Tensor:
     """``x.reshape(2, 3)`` or ``x.reshape((2, 3))``."""
     return reshape(self, shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
@@ -2106,13 +2103,13 @@ for _fn in (
     var, std, softmax, log_softmax, flatten, squeeze, expand_dims, flip, matmul, dot, outer,
     trace, diag, det, inv,
 ):  # fmt: skip
-    setattr(Tensor, _fn.__name__, _as_method(_fn))
+    setattr(Tensor, _fn.__name__, torch_keywords(_fn))
 for _alias, _fn in (
     ("abs", absolute), ("pow", power), ("amax", max), ("amin", min), ("asin", arcsin),
     ("acos", arccos), ("atan", arctan), ("asinh", arcsinh), ("acosh", arccosh),
     ("atanh", arctanh), ("atan2", arctan2),
 ):  # fmt: skip
-    setattr(Tensor, _alias, _as_method(_fn))
+    setattr(Tensor, _alias, torch_keywords(_fn))
 Tensor.reshape = _reshape_method  # type: ignore[attr-defined]
 Tensor.transpose = _transpose_method  # type: ignore[attr-defined]
 float32 = np.float32

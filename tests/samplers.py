@@ -82,3 +82,17 @@ def well_conditioned(rng, shape):
     """Random matrices (or stacks of them) plus 3*I: far from singular."""
     n = shape[-1]
     return as_f64(rng.uniform(-1.0, 1.0, size=shape) + 3.0 * np.eye(n))
+
+
+def independent(sa, sb):
+    """A sampler of two inputs drawn independently by ``sa`` and ``sb``."""
+
+    def sample(rng, shape_a, shape_b):
+        return sa(rng, shape_a), sb(rng, shape_b)
+
+    return sample
+
+
+def joint_distinct(rng, shape_a, shape_b):
+    """Two inputs whose elements are all well separated, within and across them (no ties)."""
+    return tuple(distinct(rng, shape_a, shape_b))

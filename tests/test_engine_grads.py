@@ -16,9 +16,10 @@ from gradcheck import check_grads, to_numpy
 from samplers import (
     avoiding,
     away0,
-    distinct,
     distinct_abs_sampler,
     distinct_sampler,
+    independent,
+    joint_distinct,
     real,
     rng_for,
     well_conditioned,
@@ -169,17 +170,6 @@ def test_unary_operators(op, shape):
 # --------------------------------------------------------------------------------------------
 # 2. elementwise, two arguments, with broadcasting
 # --------------------------------------------------------------------------------------------
-
-
-def independent(sa, sb):
-    def sample(rng, shape_a, shape_b):
-        return sa(rng, shape_a), sb(rng, shape_b)
-
-    return sample
-
-
-def joint_distinct(rng, shape_a, shape_b):
-    return tuple(distinct(rng, shape_a, shape_b))
 
 
 BINARY = {

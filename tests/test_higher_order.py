@@ -34,9 +34,10 @@ from samplers import (
 from samplers import (
     avoiding,
     away0,
-    distinct,
     distinct_abs_sampler,
     distinct_sampler,
+    independent,
+    joint_distinct,
     real,
     rng_for,
     well_conditioned,
@@ -338,27 +339,16 @@ def test_second_derivative_operators(op):
     check_hessian(f, sampler(rng_for("op2", op), (2, 3)), name=op)
 
 
-def _independent(sa, sb):
-    def sample(rng, shape_a, shape_b):
-        return sa(rng, shape_a), sb(rng, shape_b)
-
-    return sample
-
-
-def _joint_distinct(rng, shape_a, shape_b):
-    return tuple(distinct(rng, shape_a, shape_b))
-
-
 BINARY = {
-    "a + b": (lambda a, b: a + b, _independent(real(), real())),
-    "a - b": (lambda a, b: a - b, _independent(real(), real())),
-    "a * b": (lambda a, b: a * b, _independent(real(), real())),
-    "a / b": (lambda a, b: a / b, _independent(real(), away0(0.5, 2.0))),
-    "a ** b": (lambda a, b: a**b, _independent(real(0.5, 2.0), real())),
-    "pow": (lambda a, b: fn("pow")(a, b), _independent(real(0.5, 2.0), real())),
-    "maximum": (lambda a, b: fn("maximum")(a, b), _joint_distinct),
-    "minimum": (lambda a, b: fn("minimum")(a, b), _joint_distinct),
-    "arctan2": (lambda a, b: fn("arctan2")(a, b), _independent(away0(), away0())),
+    "a + b": (lambda a, b: a + b, independent(real(), real())),
+    "a - b": (lambda a, b: a - b, independent(real(), real())),
+    "a * b": (lambda a, b: a * b, independent(real(), real())),
+    "a / b": (lambda a, b: a / b, independent(real(), away0(0.5, 2.0))),
+    "a ** b": (lambda a, b: a**b, independent(real(0.5, 2.0), real())),
+    "pow": (lambda a, b: fn("pow")(a, b), independent(real(0.5, 2.0), real())),
+    "maximum": (lambda a, b: fn("maximum")(a, b), joint_distinct),
+    "minimum": (lambda a, b: fn("minimum")(a, b), joint_distinct),
+    "arctan2": (lambda a, b: fn("arctan2")(a, b), independent(away0(), away0())),
 }
 SHAPE_PAIRS = [
     ((), ()),
