@@ -29,7 +29,9 @@ from .errors import (
 )
 
 GRAMMAR_FILE = "gradcli.lark"
-MAX_PROGRAM_CHARS = 10_000_000
+#: the longest program accepted unless asked for more (``--max-program-chars``): parsing
+#: and evaluating take about 7 µs a character at worst, so a few seconds at this length
+DEFAULT_MAX_PROGRAM_CHARS = 1_000_000
 
 CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
 #: keyword values: usable where a function takes a flag, an axis or nothing (``None``)
@@ -57,21 +59,91 @@ def grammar_text() -> str:
         return source.read_text("utf-8")
 
 
-class _BracketNewlines:
-    """Lark post-lexer: inside brackets a newline is white space, as in Python."""
+class _Lexer:
+    """The grammar's own terminals, in lark's order, as one regular expression.
 
-    always_accept = ("_NEWLINE",)
+    It replaces lark's lexer (about 2 µs a token through several layers; this is a third
+    of that) and does two more things in the same pass: a newline inside brackets is white
+    space, as in Python, and every NAME is checked to be an identifier.
+    """
 
-    def process(self, stream: Iterator[Any]) -> Iterator[Any]:
-        depth = 0
-        for tok in stream:
-            if tok.type in ("LPAR", "LSQB"):
-                depth += 1
-            elif tok.type in ("RPAR", "RSQB"):
-                depth = max(0, depth - 1)
-            elif tok.type == "_NEWLINE" and depth:
+    def __init__(self, parser: Any) -> None:
+        import re
+
+        conf = parser.lexer_conf
+        terminals = sorted(
+            conf.terminals,
+            key=lambda t: (-t.priority, -t.pattern.max_width, -len(t.pattern.value), t.name),
+        )
+        alternatives = (f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in terminals)
+        self.match = re.compile("|".join(alternatives), conf.g_regex_flags).match
+        self.ignore = frozenset(conf.ignore)
+        # As lark does: a pattern's match that spells a string terminal is that terminal.
+        self.retype: dict[str, dict[str, str]] = {}
+        strings = [t for t in terminals if t.pattern.type == "str"]
+        for t in terminals:
+            if t.pattern.type == "re":
+                regexp = t.pattern.to_regexp()
+                spelled = {
+                    s.pattern.value: s.name
+                    for s in strings
+                    if re.fullmatch(regexp, s.pattern.value)
+                }
+                if spelled:
+                    self.retype[t.name] = spelled
+
+    def tokens(self, text: str, names: set[str]) -> Iterator[Any]:
+        from lark import Token
+
+        match, ignore, retype = self.match, self.ignore, self.retype
+        pos, end, line, line_start, depth = 0, len(text), 1, 0, 0
+        while pos < end:
+            m = match(text, pos)
+            if m is None:
+                column = pos - line_start + 1
+                raise ParseError(
+                    f"unexpected character {text[pos]!r} at line {line}, column {column}",
+                    line=line,
+                    column=column,
+                    context=_caret(text, line, column),
+                )
+            kind, value, start, pos = str(m.lastgroup), m.group(), pos, m.end()
+            tok_line, column = line, start - line_start + 1
+            if "\n" in value:
+                line += value.count("\n")
+                line_start = start + value.rindex("\n") + 1
+            if kind in ignore:
                 continue
-            yield tok
+            if kind in retype:
+                kind = retype[kind].get(value, kind)
+            if kind == "NAME":
+                if not value.isidentifier():
+                    raise ParseError(
+                        f"`{value}` is not a valid name (names are identifiers: letters, "
+                        "digits and _, not starting with a digit)",
+                        line=tok_line,
+                        column=column,
+                    )
+                names.add(value)
+            elif kind == "LPAR" or kind == "LSQB":
+                depth += 1
+            elif kind == "RPAR" or kind == "RSQB":
+                depth = depth - 1 if depth else 0
+            elif kind == "_NEWLINE" and depth:
+                continue
+            yield Token(kind, value, start, tok_line, column)
+
+    def parse(self, parser: Any, text: str) -> tuple[Any, set[str]]:
+        """Feed the tokens of ``text`` to the LALR ``parser``: the tree and its names."""
+        from lark import Token
+
+        names: set[str] = set()
+        state = parser.parse_interactive().parser_state
+        feed = state.feed_token
+        for tok in self.tokens(text, names):
+            feed(tok)
+        line, column = _end_position(text)
+        return state.feed_token(Token("$END", "", len(text), line, column), True), names
 
 
 TABLES_FILE = "gradcli.tables.json"
@@ -84,7 +156,7 @@ _PARSER_OPTIONS = {"parser": "lalr", "lexer": "basic", "maybe_placeholders": Tru
 def _build_parser(text: str) -> Any:
     from lark import Lark
 
-    return Lark(text, **_PARSER_OPTIONS, postlex=_BracketNewlines())
+    return Lark(text, **_PARSER_OPTIONS)
 
 
 def _tables_key(text: str) -> dict[str, str]:
@@ -155,10 +227,15 @@ def _parser() -> Any:
         try:
             doc = json.loads(raw, object_hook=_from_json)
             if all(doc.get(k) == v for k, v in _tables_key(text).items()):
-                return Lark._load_from_dict(doc["data"], doc["memo"], postlex=_BracketNewlines())
+                return Lark._load_from_dict(doc["data"], doc["memo"])
         except Exception:  # any mismatch: build the tables instead
             pass
     return _build_parser(text)
+
+
+@functools.lru_cache(maxsize=1)
+def _lexer() -> _Lexer:
+    return _Lexer(_parser())
 
 
 # Readable names for the grammar's terminals, for "expected ..." in parse errors.
@@ -212,14 +289,24 @@ def _token_text(tok: Any) -> str:
     return f"'{tok}'"
 
 
+def check_program_length(text: str, limit: int) -> None:
+    """Refuse a program longer than ``limit`` characters before parsing it."""
+    if len(text) > limit:
+        raise LimitError(
+            f"the program is {len(text):,} characters long, over the limit of {limit:,} "
+            "(raise it with --max-program-chars)"
+        )
+
+
 def parse(text: str) -> Any:
     """Parse program text into a lark tree; syntax errors become ``ParseError``."""
-    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+    return _parse(text)[0]
 
-    if len(text) > MAX_PROGRAM_CHARS:
-        raise LimitError(
-            f"the program is {len(text):,} characters long, over the limit of {MAX_PROGRAM_CHARS:,}"
-        )
+
+def _parse(text: str) -> tuple[Any, set[str]]:
+    """The tree of ``text`` and the names it uses."""
+    from lark.exceptions import UnexpectedToken
+
     if "\x00" in text:
         col = text.index("\x00")
         line = text.count("\n", 0, col) + 1
@@ -231,15 +318,8 @@ def parse(text: str) -> Any:
             context=_caret(text.replace("\x00", " "), line, column),
         )
     try:
-        return _parser().parse(text)
-    except UnexpectedCharacters as e:
-        ch = text[e.pos_in_stream] if e.pos_in_stream is not None else "?"
-        raise ParseError(
-            f"unexpected character {ch!r} at line {e.line}, column {e.column}",
-            line=e.line,
-            column=e.column,
-            context=_caret(text, e.line, e.column),
-        ) from None
+        with E.no_cycle_collection():  # a parse tree has no cycles; rescanning it is waste
+            return _lexer().parse(_parser(), text)
     except UnexpectedToken as e:
         tok = e.token
         line, column = e.line, e.column
@@ -261,14 +341,6 @@ def parse(text: str) -> Any:
         raise ParseError(
             f"unexpected {what} at line {line}, column {column}; expected "
             f"{_describe_expected(set(e.expected))}",
-            line=line,
-            column=column,
-            context=_caret(text, line, column),
-        ) from None
-    except UnexpectedEOF as e:
-        line, column = _end_position(text)
-        raise ParseError(
-            f"the program ends too early; expected {_describe_expected(set(e.expected))}",
             line=line,
             column=column,
             context=_caret(text, line, column),
@@ -597,8 +669,9 @@ def _stack_literal(seq: Seq, dtype: Any) -> Tensor:
 class Program:
     """A parsed program: its bindings and output expression, ready to run on inputs."""
 
-    def __init__(self, text: str, tree: Any) -> None:
+    def __init__(self, text: str, tree: Any, names: set[str]) -> None:
         self.text = text
+        self.names = names  # every NAME in the program (checked to be identifiers)
         statements = list(tree.children)
         if not statements:
             raise ParseError("the program is empty: nothing to evaluate", line=1, column=1)
@@ -622,29 +695,6 @@ class Program:
                 )
         self.bindings = [(b.children[0], b.children[1]) for b in bindings]
         self.output = output
-        self._check_names(tree)
-
-    def _check_names(self, tree: Any) -> None:
-        # Every NAME token must be a Python identifier; report the first that is not.
-        stack = [tree]
-        names: list[str] = []
-        while stack:
-            node = stack.pop()
-            for c in getattr(node, "children", ()):
-                if c is None:
-                    continue
-                if hasattr(c, "children"):
-                    stack.append(c)
-                elif c.type == "NAME":
-                    if not str(c).isidentifier():
-                        raise ParseError(
-                            f"`{c}` is not a valid name (names are identifiers: letters, "
-                            "digits and _, not starting with a digit)",
-                            line=c.line,
-                            column=c.column,
-                        )
-                    names.append(str(c))
-        self.names = set(names)
 
     @property
     def binding_names(self) -> list[str]:
@@ -694,7 +744,7 @@ class Program:
 @functools.lru_cache(maxsize=256)
 def compile_program(text: str) -> Program:
     """Parse ``text`` once; the same text again comes from a bounded cache."""
-    return Program(text, parse(text))
+    return Program(text, *_parse(text))
 
 
 _BINARY: dict[str, Callable[[Any, Any], Tensor]] = {
@@ -729,40 +779,49 @@ class _Evaluator:
         except GradcliError as err:
             raise _located(err, root) from None
 
-    # An explicit post-order walk: children first (on a value stack), then the node.
+    # An explicit post-order walk: children first (on a value stack), then the node. A
+    # stack entry is a node still to visit, or (node, number of operands) once its
+    # operands are queued; names and numbers are leaves and are evaluated at once.
     def evaluate(self, root: Any) -> Any:
         values: list[Any] = []
-        stack: list[tuple[Any, bool]] = [(root, False)]
+        push_value = values.append
+        stack: list[Any] = [root]
+        push, pop = stack.append, stack.pop
         while stack:
-            node, ready = stack.pop()
-            if node is None:
-                values.append(None)
+            item = pop()
+            if type(item) is tuple:
+                node, n = item
+                args = values[-n:] if n else []
+                if n:
+                    del values[-n:]
+                try:
+                    push_value(self._combine(node, args))
+                except GradcliError as err:
+                    raise _located(err, node) from None
+                except (ValueError, IndexError, TypeError) as err:
+                    raise _located(ShapeError(f"{self._what(node)}: {err}"), node) from None
+                except ZeroDivisionError as err:
+                    raise _located(DomainError(f"{self._what(node)}: {err}"), node) from None
+                except MemoryError:
+                    raise _located(
+                        LimitError(f"{self._what(node)}: out of memory (the result is too large)"),
+                        node,
+                    ) from None
                 continue
-            if not hasattr(node, "children"):  # a token: ... inside an index
-                values.append(Ellipsis)
+            if item is None:
+                push_value(None)
                 continue
-            kids = self._operands(node)
-            if not ready:
-                stack.append((node, True))
-                stack.extend((k, False) for k in reversed(kids))
-                continue
-            n = len(kids)
-            args = values[len(values) - n :] if n else []
-            if n:
-                del values[len(values) - n :]
-            try:
-                values.append(self._combine(node, args))
-            except GradcliError as err:
-                raise _located(err, node) from None
-            except (ValueError, IndexError, TypeError) as err:
-                raise _located(ShapeError(f"{self._what(node)}: {err}"), node) from None
-            except ZeroDivisionError as err:
-                raise _located(DomainError(f"{self._what(node)}: {err}"), node) from None
-            except MemoryError:
-                raise _located(
-                    LimitError(f"{self._what(node)}: out of memory (the result is too large)"),
-                    node,
-                ) from None
+            kind = getattr(item, "data", None)
+            if kind is None:  # a token: ... inside an index
+                push_value(Ellipsis)
+            elif kind == "name":
+                push_value(self._lookup(item.children[0]))
+            elif kind == "number":
+                push_value(self._number(item.children[0]))
+            else:
+                kids = self._operands(item)
+                push((item, len(kids)))
+                stack.extend(reversed(kids))
         return values[0]
 
     @staticmethod
