@@ -19,6 +19,7 @@ from . import engine as E
 from .api import Setup, check_norm_type, prepare
 from .errors import InputError, ShapeError
 from .io import json_array
+from .language import DEFAULT_MAX_PROGRAM_CHARS
 
 # --------------------------------------------------------------------------------------
 # Jacobian
@@ -74,9 +75,17 @@ def jacobian(
     dtype: Any = "float64",
     seed: int = 0,
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
 ) -> Jacobian:
     """d output / d input for each ``wrt`` input, shaped ``output.shape + input.shape``."""
-    setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
+    setup = prepare(
+        expr,
+        inputs,
+        wrt=wrt,
+        dtype=dtype,
+        max_elements=max_elements,
+        max_program_chars=max_program_chars,
+    )
     with E.computation(max_elements):
         value, jac = _jacobian_of(setup, seed)
     return Jacobian(expr, value, jac)
@@ -154,9 +163,17 @@ def hessian(
     dtype: Any = "float64",
     seed: int = 0,
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
 ) -> Hessian:
     """Second derivatives of a scalar output by differentiating the backward pass."""
-    setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
+    setup = prepare(
+        expr,
+        inputs,
+        wrt=wrt,
+        dtype=dtype,
+        max_elements=max_elements,
+        max_program_chars=max_program_chars,
+    )
     with E.computation(max_elements):
         value, h = _hessian_of(setup, seed)
     labels = [
@@ -290,6 +307,7 @@ def check(
     dtype: Any = "float64",
     seed: int = 0,
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
 ) -> Check:
     """Compare the analytic Jacobian (order 1) or Hessian (order 2) with central finite
     differences in float64, element by element, as ``torch.autograd.gradcheck`` does."""
@@ -297,7 +315,14 @@ def check(
         raise InputError("eps must be a positive number and rtol, atol numbers >= 0")
     if order not in (1, 2):
         raise InputError(f"--order must be 1 or 2, not {order}")
-    setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
+    setup = prepare(
+        expr,
+        inputs,
+        wrt=wrt,
+        dtype=dtype,
+        max_elements=max_elements,
+        max_program_chars=max_program_chars,
+    )
     result = Check(expr, True, eps, rtol, atol, order)
     with E.computation(max_elements):
         if order == 1:
@@ -395,10 +420,18 @@ def graph(
     dtype: Any = "float64",
     seed: int = 0,
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
 ) -> Graph:
     """The computation graph of ``expr``: every node with its operation, value and the
     gradient of the (summed) output with respect to it."""
-    setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
+    setup = prepare(
+        expr,
+        inputs,
+        wrt=wrt,
+        dtype=dtype,
+        max_elements=max_elements,
+        max_program_chars=max_program_chars,
+    )
     with E.computation(max_elements):
         leaves = setup.leaves()
         ev = setup.program.run(leaves, dtype=setup.dtype, seed=seed)
@@ -474,6 +507,7 @@ def optimize(
     dtype: Any = "float64",
     seed: int = 0,
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
     on_step: Any = None,
 ) -> Optimization:
     """Minimise a scalar expression over the ``wrt`` inputs: each step ``zero_grad()``,
@@ -492,7 +526,14 @@ def optimize(
         if v is not None and not (v >= 0 and math.isfinite(v)):
             raise InputError(f"{what} must be a finite number >= 0, not {v!r}")
     p = check_norm_type(norm_type)
-    setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
+    setup = prepare(
+        expr,
+        inputs,
+        wrt=wrt,
+        dtype=dtype,
+        max_elements=max_elements,
+        max_program_chars=max_program_chars,
+    )
     if not setup.wanted:
         raise InputError("optimize needs at least one input to optimise (--wrt)")
     # the parameters are updated in place: work on copies of the given values

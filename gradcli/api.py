@@ -21,7 +21,14 @@ from .errors import (
     NamingError,
     ShapeError,
 )
-from .language import FUNCTIONS, Program, compile_program, suggest
+from .language import (
+    DEFAULT_MAX_PROGRAM_CHARS,
+    FUNCTIONS,
+    Program,
+    check_program_length,
+    compile_program,
+    suggest,
+)
 
 DTYPES = ("float64", "float32")
 
@@ -101,6 +108,12 @@ def check_seed(seed: Any) -> int:
     return seed
 
 
+def check_limit_value(limit: Any, what: str) -> None:
+    """A size limit (``max_elements``, ``max_program_chars``) is a whole number >= 1."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InputError(f"{what} must be a whole number >= 1, not {str(limit)[:40]!r}")
+
+
 def check_norm_type(norm_type: Any) -> float:
     """``norm_type`` as a float (a positive number or inf); a bad one is an input error."""
     try:
@@ -146,15 +159,17 @@ def prepare(
     wrt: Iterable[str] | None = None,
     dtype: Any = "float64",
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
 ) -> Setup:
     """Parse ``expr`` (cached), check the input names, ``wrt`` and values."""
     from .io import value_from_json
 
     dtype = check_dtype(dtype)
-    if isinstance(max_elements, bool) or not isinstance(max_elements, int) or max_elements < 1:
-        raise InputError(f"max_elements must be a whole number >= 1, not {max_elements!r}")
+    check_limit_value(max_elements, "max_elements")
+    check_limit_value(max_program_chars, "max_program_chars")
     if not isinstance(expr, str):
         raise InputError("expr must be a string")
+    check_program_length(expr, max_program_chars)
     raw = {k: v.data if isinstance(v, E.Tensor) else v for k, v in (inputs or {}).items()}
     for name in raw:
         if not isinstance(name, str) or not name.isidentifier():
@@ -186,6 +201,7 @@ def evaluate(
     dtype: Any = "float64",
     seed: int = 0,
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
     id: Any = None,
 ) -> Result:
     """Evaluate ``expr`` on ``inputs`` and backpropagate, as ``gradcli eval`` does.
@@ -206,7 +222,14 @@ def evaluate(
     if clip_norm is not None and clip_value is not None:
         raise InputError("clip_norm and clip_value cannot be used together: choose one")
     p = check_norm_type(norm_type)
-    setup = prepare(expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements)
+    setup = prepare(
+        expr,
+        inputs,
+        wrt=wrt,
+        dtype=dtype,
+        max_elements=max_elements,
+        max_program_chars=max_program_chars,
+    )
     wanted = setup.wanted
     with E.computation(max_elements) as fp:
         leaves = setup.leaves()
@@ -314,9 +337,15 @@ def request_kwargs(request: Any) -> dict[str, Any]:
 
 
 def constant_value(
-    text: str, *, dtype: Any = "float64", seed: int = 0, max_elements: int = E.DEFAULT_MAX_ELEMENTS
+    text: str,
+    *,
+    dtype: Any = "float64",
+    seed: int = 0,
+    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
 ) -> np.ndarray:
     """The value of a program that uses no inputs (``linspace(0, pi, 5)``, ``randn(3)``)."""
+    check_program_length(text, max_program_chars)
     program = compile_program(text)
     missing = sorted(program.free_names())
     if missing:

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from .api import as_gradcli_error, evaluate, request_id, request_kwargs
-from .errors import InputError, ShapeError
+from .errors import InputError, LimitError, ShapeError
 from .io import dumps, json_array, parse_json_text
+from .language import DEFAULT_MAX_PROGRAM_CHARS
 
 
 def read_lines(stream: IO[bytes], max_line_bytes: int) -> Iterator[tuple[int, bytes | None, int]]:
@@ -43,6 +44,7 @@ def run_batch(
     accumulate: bool = False,
     max_line_bytes: int = 16 * 2**20,
     max_elements: int = 10**8,
+    max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
     progress_total: int | None = None,
     debug: bool = False,
 ) -> int:
@@ -59,13 +61,17 @@ def run_batch(
             request: Any = None
             try:
                 if raw is None:
-                    raise InputError(
+                    raise LimitError(
                         f"line {number} is longer than {max_line_bytes:,} bytes "
                         "(raise it with --max-line-bytes)"
                     )
                 text = _decode(raw, number).rstrip("\r\n")  # positions are within the line
                 request = parse_json_text(text, what=f"line {number}")
-                result = evaluate(**request_kwargs(request), max_elements=max_elements)
+                result = evaluate(
+                    **request_kwargs(request),
+                    max_elements=max_elements,
+                    max_program_chars=max_program_chars,
+                )
                 if accumulate:
                     _accumulate(totals, result.grads)
                 write(dumps(result.to_json()))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import IO, Annotated, Any, NoReturn
@@ -126,6 +127,16 @@ MaxElementsOpt = Annotated[
     int,
     typer.Option("--max-elements", min=1, help="Largest number of elements of one tensor."),
 ]
+MaxProgramCharsOpt = Annotated[
+    int,
+    typer.Option("--max-program-chars", min=1, help="Longest program accepted, in characters."),
+]
+MaxStdinBytesOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-stdin-bytes", min=1, help="Most bytes read from stdin (eval -, --inputs -)."
+    ),
+]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks.")]
 GradOutputOpt = Annotated[
     str | None,
@@ -146,6 +157,17 @@ ClipValueOpt = Annotated[
 ]
 
 DEFAULT_MAX_ELEMENTS = 10**8
+DEFAULT_MAX_PROGRAM_CHARS = 1_000_000  # as gradcli.language's (not imported: start-up time)
+DEFAULT_MAX_STDIN_BYTES = 16 * 2**20  # one request, as one line of batch
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """The size limits of one command: elements of a tensor, program text, stdin bytes."""
+
+    elements: int
+    program_chars: int
+    stdin_bytes: int = DEFAULT_MAX_STDIN_BYTES
 
 
 def _version(value: bool) -> None:
@@ -187,8 +209,11 @@ def eval_command(
         typer.Option("--save", metavar="FILE.npz", help="Write output and gradients (.npz)."),
     ] = None,
     max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
     debug: DebugOpt = False,
 ) -> None:
+    limits = _Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug) as state:
         from . import present
         from .api import evaluate, request_id, request_kwargs
@@ -197,14 +222,14 @@ def eval_command(
         if expr == "-" and file is None:
             if values:
                 raise _usage("`eval -` reads one JSON request from stdin: give no NAME=VALUE")
-            request = parse_json_text(_read_stdin(), what="request")
+            request = parse_json_text(_read_stdin(limits.stdin_bytes), what="request")
             state.id = request_id(request)
             kwargs = request_kwargs(request)
         else:
-            text, given = _program(expr, values, file)
+            text, given = _program(expr, values, file, limits.program_chars)
             kwargs = {
                 "expr": text,
-                "inputs": _gather_inputs(given, inputs, dtype.value, seed, max_elements),
+                "inputs": _gather_inputs(given, inputs, dtype.value, seed, limits),
                 "wrt": _split_names(wrt),
                 "grad_output": None
                 if grad_output is None
@@ -215,7 +240,7 @@ def eval_command(
                 "dtype": dtype.value,
                 "seed": seed,
             }
-        result = evaluate(**kwargs, max_elements=max_elements)
+        result = evaluate(**kwargs, max_elements=max_elements, max_program_chars=max_program_chars)
         if save is not None:  # before printing: a failed save must not follow a success
             save_npz(str(save), _arrays_to_save(result))
         present.print_warnings(result.warnings, present.make_console(stderr=True))
@@ -241,11 +266,16 @@ def batch_command(
         int, typer.Option("--max-line-bytes", min=1, help="Longest request line accepted.")
     ] = 16 * 2**20,
     max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
     debug: DebugOpt = False,
 ) -> None:
     with _failures(True, debug):
+        import gc
+
         from .batch import run_batch
 
+        gc.enable()  # a stream of any length: cycles (an error's traceback) must be freed
         stream, total = _open_source(source)
         failed = run_batch(
             stream,
@@ -253,6 +283,7 @@ def batch_command(
             accumulate=accumulate,
             max_line_bytes=max_line_bytes,
             max_elements=max_elements,
+            max_program_chars=max_program_chars,
             progress_total=total if source != "-" and sys.stderr.isatty() else None,
             debug=debug,
         )
@@ -316,10 +347,10 @@ def _inputs_of(
     inputs: str | None,
     dtype: DType,
     seed: int,
-    max_elements: int,
+    limits: _Limits,
 ) -> tuple[str, dict[str, Any]]:
-    text, given = _program(expr, values, file)
-    return text, _gather_inputs(given, inputs, dtype.value, seed, max_elements)
+    text, given = _program(expr, values, file, limits.program_chars)
+    return text, _gather_inputs(given, inputs, dtype.value, seed, limits)
 
 
 def _analyse(
@@ -331,17 +362,17 @@ def _analyse(
     wrt: str | None,
     dtype: DType,
     seed: int,
-    max_elements: int,
+    limits: _Limits,
     **options: Any,
 ) -> Any:
     """Run ``gradcli.analysis.<command>`` on the command line's program and inputs."""
     from . import analysis
 
-    text, given = _inputs_of(expr, values, file, inputs, dtype, seed, max_elements)
+    text, given = _inputs_of(expr, values, file, inputs, dtype, seed, limits)
     run = getattr(analysis, command)
     return run(
         text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
-        max_elements=max_elements, **options,
+        max_elements=limits.elements, max_program_chars=limits.program_chars, **options,
     )  # fmt: skip
 
 
@@ -374,13 +405,16 @@ def check_command(
     seed: SeedOpt = 0,
     json_out: JsonOpt = False,
     max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
     debug: DebugOpt = False,
 ) -> None:
+    limits = _Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
         result = _analyse(
-            "check", expr, values, file, inputs, wrt, dtype, seed, max_elements,
+            "check", expr, values, file, inputs, wrt, dtype, seed, limits,
             eps=eps, rtol=rtol, atol=atol, order=order,
         )  # fmt: skip
         _emit(result, json_out, lambda console: present.print_check(result, console))
@@ -401,12 +435,15 @@ def jacobian_command(
     precision: PrecisionOpt = 4,
     full: FullOpt = False,
     max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
     debug: DebugOpt = False,
 ) -> None:
+    limits = _Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
-        result = _analyse("jacobian", expr, values, file, inputs, wrt, dtype, seed, max_elements)
+        result = _analyse("jacobian", expr, values, file, inputs, wrt, dtype, seed, limits)
         _emit(
             result, json_out,
             lambda console: present.print_jacobian(result, console, precision=precision, full=full),
@@ -425,12 +462,15 @@ def hessian_command(
     json_out: JsonOpt = False,
     precision: PrecisionOpt = 4,
     max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
     debug: DebugOpt = False,
 ) -> None:
+    limits = _Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
-        result = _analyse("hessian", expr, values, file, inputs, wrt, dtype, seed, max_elements)
+        result = _analyse("hessian", expr, values, file, inputs, wrt, dtype, seed, limits)
         _emit(
             result, json_out,
             lambda console: present.print_hessian(result, console, precision=precision),
@@ -450,12 +490,15 @@ def graph_command(
     json_out: JsonOpt = False,
     precision: PrecisionOpt = 4,
     max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
     debug: DebugOpt = False,
 ) -> None:
+    limits = _Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
-        result = _analyse("graph", expr, values, file, inputs, wrt, dtype, seed, max_elements)
+        result = _analyse("graph", expr, values, file, inputs, wrt, dtype, seed, limits)
         if dot and not json_out:
             sys.stdout.write(result.to_dot())
             return
@@ -501,14 +544,17 @@ def optimize_command(
     precision: PrecisionOpt = 4,
     full: FullOpt = False,
     max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
+    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
     debug: DebugOpt = False,
 ) -> None:
+    limits = _Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
         with _step_progress(steps) as on_step:
             result = _analyse(
-                "optimize", expr, values, file, inputs, wrt, dtype, seed, max_elements,
+                "optimize", expr, values, file, inputs, wrt, dtype, seed, limits,
                 optimizer=optimizer.value, steps=steps, lr=lr, momentum=momentum,
                 clip_norm=clip_norm, norm_type=norm_type, clip_value=clip_value,
                 zero_grad=zero_grad, on_step=on_step,
@@ -615,8 +661,14 @@ def _usage(message: str) -> Exception:
     return InputError(message)
 
 
-def _read_stdin() -> str:
-    data = sys.stdin.buffer.read()
+def _read_stdin(limit: int) -> str:
+    from .errors import LimitError
+
+    data = sys.stdin.buffer.read(limit + 1)  # never more than the limit in memory
+    if len(data) > limit:
+        raise LimitError(
+            f"standard input is longer than {limit:,} bytes (raise it with --max-stdin-bytes)"
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -624,7 +676,7 @@ def _read_stdin() -> str:
 
 
 def _program(
-    expr: str | None, values: list[str] | None, file: Path | None
+    expr: str | None, values: list[str] | None, file: Path | None, max_chars: int
 ) -> tuple[str, list[str]]:
     """The program text and the NAME=VALUE arguments (with -f, EXPR is the first value)."""
     args = list(values or [])
@@ -632,7 +684,16 @@ def _program(
         if expr is not None:
             args.insert(0, expr)
         try:
-            return file.read_bytes().decode("utf-8"), args
+            with file.open("rb") as f:  # a character is at most 4 bytes of UTF-8
+                data = f.read(4 * max_chars + 1)
+            if len(data) > 4 * max_chars:
+                from .errors import LimitError
+
+                raise LimitError(
+                    f"{file}: the program is longer than {max_chars:,} characters "
+                    "(raise it with --max-program-chars)"
+                )
+            return data.decode("utf-8"), args
         except UnicodeDecodeError as e:
             raise _usage(f"{file}: not UTF-8 text (byte {e.start})") from None
         except OSError as e:
@@ -684,7 +745,7 @@ def _cli_value(text: str, name: str, dtype: str, seed: int, max_elements: int) -
 
 
 def _gather_inputs(
-    args: list[str], inputs_file: str | None, dtype: str, seed: int, max_elements: int
+    args: list[str], inputs_file: str | None, dtype: str, seed: int, limits: _Limits
 ) -> dict[str, Any]:
     from .errors import InputError
     from .io import parse_json_text, read_inputs_object
@@ -692,14 +753,14 @@ def _gather_inputs(
     values: dict[str, Any] = {}
     if inputs_file is not None:
         if inputs_file == "-":
-            text = _read_stdin()
+            text = _read_stdin(limits.stdin_bytes)
         else:
             try:
                 text = Path(inputs_file).read_text("utf-8")
             except (OSError, UnicodeDecodeError) as e:
                 raise InputError(f"cannot read --inputs file {inputs_file}: {e}") from None
         obj = parse_json_text(text, what=f"--inputs {inputs_file}")
-        values.update(read_inputs_object(obj, dtype=dtype, max_elements=max_elements))
+        values.update(read_inputs_object(obj, dtype=dtype, max_elements=limits.elements))
     for arg in args:
         name, sep, text = arg.partition("=")
         name = name.strip()
@@ -709,7 +770,7 @@ def _gather_inputs(
             raise InputError(f"{name[:40]!r} is not a valid input name (an identifier)")
         if name in values:
             raise InputError(f"the input `{name}` is given twice")
-        values[name] = _cli_value(text, name, dtype, seed, max_elements)
+        values[name] = _cli_value(text, name, dtype, seed, limits.elements)
     return values
 
 
@@ -794,14 +855,22 @@ def _expressions_as_arguments(args: list[str], group: Any = None) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     """The ``gradcli`` console script."""
+    import gc
     import signal
 
     # click turns Ctrl-C into "Aborted!" with exit 1; SPEC wants 130 and no traceback.
     signal.signal(signal.SIGINT, _interrupted)
+    # One command, then the process ends. Parse trees and graphs hold no reference
+    # cycles, so reference counting frees them; the cyclic collector would only rescan
+    # them, again and again as they grow (0.4 s of a 100,000-term program), and once more
+    # at exit. `batch`, which runs for as long as its stream, turns it back on.
+    gc.disable()
     try:
         app(args=sys.argv[1:] if argv is None else list(argv), prog_name="gradcli")
     except BrokenPipeError:
         _quiet_broken_pipe()
+    finally:
+        gc.freeze()
 
 
 def _click_error(exc: Any, json_out: bool) -> int:

@@ -379,7 +379,7 @@ def test_hundred_megabyte_batch_line_is_refused_and_the_stream_goes_on() -> None
     assert_answered(r, 1, cause=())
     first, second = r.json_lines
     assert first["input_line"] == 1
-    assert "--max-line-bytes" in first["error"]["message"]
+    assert first["error"]["kind"] == "limit" and "--max-line-bytes" in first["error"]["message"]
     assert second["id"] == "after" and second["output"]["value"] == 6.0
     assert r.maxrss_mb < 200, f"peak memory {r.maxrss_mb:.0f} MB: the line was held"
 
@@ -495,14 +495,90 @@ def test_element_limit_and_max_elements_flag() -> None:
     assert r.json["error"]["kind"] == "limit"
 
 
-def test_program_length_limit(files: dict[str, Path]) -> None:
-    from gradcli.language import MAX_PROGRAM_CHARS
+def test_program_length_limit_and_max_program_chars_flag(files: dict[str, Path]) -> None:
+    from gradcli.cli import DEFAULT_MAX_PROGRAM_CHARS
+    from gradcli.language import DEFAULT_MAX_PROGRAM_CHARS as language_default
 
-    files["long.gc"].write_text("x+" * (MAX_PROGRAM_CHARS // 2) + "x", "utf-8")
+    assert DEFAULT_MAX_PROGRAM_CHARS == language_default  # the CLI's copy (import time)
+    files["long.gc"].write_text("x+" * (DEFAULT_MAX_PROGRAM_CHARS // 2) + "x", "utf-8")
     r = gradcli_run("eval", "-f", str(files["long.gc"]), "x=1", "--json")
     assert_answered(r, 1)
     message = error_of(r, "limit")["message"]
-    assert f"{MAX_PROGRAM_CHARS:,}" in message or str(MAX_PROGRAM_CHARS) in message
+    assert f"{DEFAULT_MAX_PROGRAM_CHARS:,}" in message and "--max-program-chars" in message
+    # the flag lowers it ...
+    r = gradcli_run("eval", "x + x + x", "x=1", "--max-program-chars", "8", "--json")
+    assert_answered(r, 1)
+    assert "9 characters" in error_of(r, "limit")["message"]
+    # ... and raises it
+    args = ["-f", str(files["long.gc"]), "x=1", "--json"]
+    r = gradcli_run("eval", *args, "--max-program-chars", str(DEFAULT_MAX_PROGRAM_CHARS + 1))
+    assert_answered(r, 0, cause=())
+    assert r.json["output"]["value"] == DEFAULT_MAX_PROGRAM_CHARS // 2 + 1
+    # every command that takes a program has it, batch too
+    for command in ("check", "jacobian", "hessian", "graph", "optimize"):
+        r = gradcli_run(command, "x + x + x", "x=1", "--max-program-chars", "8", "--json")
+        assert_answered(r, 1)
+        error_of(r, "limit")
+    r = gradcli_run(
+        "batch", "--max-program-chars", "8", stdin='{"expr": "x + x + x", "inputs": {"x": 1}}'
+    )
+    assert_answered(r, 1, cause=())
+    assert r.json["error"]["kind"] == "limit"
+
+
+def test_program_length_limit_in_the_python_api() -> None:
+    with pytest.raises(gradcli.LimitError, match="over the limit of 8"):
+        gradcli.evaluate("x + x + x", {"x": 1}, max_program_chars=8)
+    assert gradcli.evaluate("x + x + x", {"x": 1}, max_program_chars=9).value == 3.0
+    from gradcli import analysis
+
+    with pytest.raises(gradcli.LimitError):
+        analysis.jacobian("x + x + x", {"x": [1.0]}, max_program_chars=8)
+    for bad in (0, -1, 1.5, True, "9"):
+        with pytest.raises(gradcli.InputError, match="max_program_chars"):
+            gradcli.evaluate("x", {"x": 1}, max_program_chars=bad)
+
+
+def test_program_file_is_not_read_past_the_limit(tmp_path: Path) -> None:
+    # a file far longer than the limit is refused without reading it all
+    big = tmp_path / "big.gc"
+    with big.open("wb") as f:
+        f.truncate(200 * 2**20)  # 200 MiB of NUL bytes, sparse on disk
+    r = gradcli_run("eval", "-f", str(big), "x=1", "--max-program-chars", "1000", "--json")
+    assert_answered(r, 1)
+    assert "--max-program-chars" in error_of(r, "limit")["message"]
+    assert r.maxrss_mb == 0 or r.maxrss_mb < 150
+
+
+def test_stdin_limit_and_max_stdin_bytes_flag() -> None:
+    request = json.dumps({"expr": "sum(x)", "inputs": {"x": [1.0] * 1000}})
+    r = gradcli_run("eval", "-", "--json", "--max-stdin-bytes", "1000", stdin=request)
+    assert_answered(r, 1)
+    message = error_of(r, "limit")["message"]
+    assert "1,000 bytes" in message and "--max-stdin-bytes" in message
+    r = gradcli_run("eval", "-", "--json", "--max-stdin-bytes", str(len(request)), stdin=request)
+    assert_answered(r, 0, cause=())
+    assert r.json["output"]["value"] == 1000.0
+    # --inputs - reads stdin too
+    inputs = json.dumps({"x": [2.0] * 1000})
+    args = ["sum(x)", "--inputs", "-", "--json", "--max-stdin-bytes"]
+    r = gradcli_run("eval", *args, "100", stdin=inputs)
+    assert_answered(r, 1)
+    error_of(r, "limit")
+    r = gradcli_run("check", *args, "100", stdin=inputs)
+    assert_answered(r, 1)
+    error_of(r, "limit")
+    r = gradcli_run("eval", *args, str(len(inputs)), stdin=inputs)
+    assert_answered(r, 0, cause=())
+    assert r.json["output"]["value"] == 2000.0
+
+
+def test_stdin_over_the_default_limit_is_refused_without_holding_it() -> None:
+    from gradcli.cli import DEFAULT_MAX_STDIN_BYTES
+
+    r = gradcli_run("eval", "-", "--json", stdin=b" " * (DEFAULT_MAX_STDIN_BYTES + 1))
+    assert_answered(r, 1)
+    assert f"{DEFAULT_MAX_STDIN_BYTES:,} bytes" in error_of(r, "limit")["message"]
 
 
 def test_nesting_depth_of_array_literals_is_a_clean_error() -> None:

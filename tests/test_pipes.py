@@ -443,7 +443,7 @@ def test_batch_answers_every_line_in_order_despite_bad_lines() -> None:
         (4, "parse", "p"),
         (5, "shape", "s"),
         (6, "input", None),
-        (7, "input", None),
+        (7, "limit", None),
         (8, "input", None),
         (9, None, "crlf"),
         (11, "name", "n"),
