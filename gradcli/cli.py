@@ -693,7 +693,7 @@ def _program(
                     f"{file}: the program is longer than {max_chars:,} characters "
                     "(raise it with --max-program-chars)"
                 )
-            return data.decode("utf-8"), args
+            return data.decode("utf-8-sig"), args  # an editor's byte-order mark is no name
         except UnicodeDecodeError as e:
             raise _usage(f"{file}: not UTF-8 text (byte {e.start})") from None
         except OSError as e:

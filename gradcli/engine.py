@@ -605,6 +605,9 @@ def _backprop(
                 if create_graph:
                     args: tuple[Any, ...] = parents
                     ans: Any = node
+                elif len(parents) == 1:
+                    args = (parents[0].data,)
+                    ans = node.data
                 else:
                     args = tuple([p.data for p in parents])
                     ans = node.data
@@ -615,8 +618,9 @@ def _backprop(
                     pg = rule(m, gnode, ans, ctx, *args)
                     if pg is None:
                         continue
-                    if pg.shape != p.data.shape:
-                        pg = m.sum_to(pg, p.data.shape)
+                    shape = p.data.shape
+                    if pg.shape != shape:
+                        pg = m.sum_to(pg, shape)
                     # a fresh array from a rule (not g itself, not a view, not a NumPy
                     # scalar, which += would only rebind) can take later terms in place
                     fresh = type(pg) is ndarray and pg.base is None and pg is not gnode

@@ -29,8 +29,10 @@ from .errors import (
 )
 
 GRAMMAR_FILE = "gradcli.lark"
-#: the longest program accepted unless asked for more (``--max-program-chars``): parsing
-#: and evaluating take about 7 µs a character at worst, so a few seconds at this length
+#: the longest program accepted unless asked for more (``--max-program-chars``). Parsing,
+#: evaluating and backpropagating cost up to ~10 µs and ~800 bytes a character, so a
+#: program this long may take ~10 s and ~0.8 GB: the same envelope as one tensor at the
+#: default element limit (10^8 float64 values)
 DEFAULT_MAX_PROGRAM_CHARS = 1_000_000
 
 CONSTANTS = {"pi": math.pi, "e": math.e, "inf": math.inf, "nan": math.nan}
@@ -87,7 +89,9 @@ class _Lexer:
                 spelled = {
                     s.pattern.value: s.name
                     for s in strings
-                    if re.fullmatch(regexp, s.pattern.value)
+                    if s.priority == t.priority
+                    and (m := re.match(regexp, s.pattern.value, conf.g_regex_flags))
+                    and m.group(0) == s.pattern.value
                 }
                 if spelled:
                     self.retype[t.name] = spelled
@@ -275,9 +279,11 @@ def _describe_expected(expected: set[str]) -> str:
 
 
 def _caret(text: str, line: int, column: int) -> str:
-    lines = text.splitlines() or [""]
-    src = lines[line - 1] if 0 < line <= len(lines) else ""
-    shown = src.replace("\t", " ")
+    # Lines are counted at "\n" only, as positions are (str.splitlines also splits at
+    # "\r", "\x0c", "\u2028" ...); a control character shows as a space, one column wide.
+    lines = text.split("\n")
+    src = lines[line - 1].rstrip("\r") if 0 < line <= len(lines) else ""
+    shown = "".join(c if c.isprintable() else " " for c in src)
     return f"  {shown}\n  {' ' * (column - 1)}^"
 
 
@@ -285,7 +291,7 @@ def _token_text(tok: Any) -> str:
     if tok.type == "$END":
         return "end of the program"
     if tok.type == "_NEWLINE":
-        return "a new line"
+        return "new line"
     return f"'{tok}'"
 
 

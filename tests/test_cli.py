@@ -208,6 +208,14 @@ def test_program_from_a_file(files: dict[str, Path]) -> None:
     assert d["inputs"]["b"]["grad"] == [1.0, 2.0]
 
 
+def test_program_file_with_a_byte_order_mark(tmp_path: Path) -> None:
+    program = tmp_path / "bom.gc"
+    program.write_bytes(b"\xef\xbb\xbfx * 2\n")  # as some editors save UTF-8
+    r = run("eval", "-f", str(program), "x=3", "--json")
+    assert r.code == 0, r.stderr
+    assert r.json["output"]["value"] == 6.0
+
+
 def test_inputs_from_a_file(files: dict[str, Path]) -> None:
     r = run("eval", "a*b", "--inputs", str(files["inputs"]), "--json")
     assert r.code == 0, r.stderr

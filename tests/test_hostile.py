@@ -499,7 +499,7 @@ def test_program_length_limit_and_max_program_chars_flag(files: dict[str, Path])
     from gradcli.cli import DEFAULT_MAX_PROGRAM_CHARS
     from gradcli.language import DEFAULT_MAX_PROGRAM_CHARS as language_default
 
-    assert DEFAULT_MAX_PROGRAM_CHARS == language_default  # the CLI's copy (import time)
+    assert language_default == DEFAULT_MAX_PROGRAM_CHARS  # the CLI's copy (import time)
     files["long.gc"].write_text("x+" * (DEFAULT_MAX_PROGRAM_CHARS // 2) + "x", "utf-8")
     r = gradcli_run("eval", "-f", str(files["long.gc"]), "x=1", "--json")
     assert_answered(r, 1)

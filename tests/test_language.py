@@ -633,6 +633,23 @@ def test_parse_error_messages() -> None:
     assert caret.index("^") == src.index("*")
 
 
+@pytest.mark.parametrize(
+    ("program", "line", "shown"),
+    [
+        ("x\x0c;\ny ?", 2, "y ?"),  # a form feed does not start a line
+        ("x\r+\n1 +", 1, "x +"),  # nor does a lone carriage return
+        ("(1,\r\n 2 $", 2, " 2 $"),  # CRLF: the \r is not shown
+        ("a\u2028b $", 1, "a b $"),  # a line separator shows as a space
+    ],
+)
+def test_the_caret_line_is_the_line_of_the_position(program: str, line: int, shown: str) -> None:
+    err = error(program, {"x": 1, "y": 1, "a": 1, "b": 1})
+    assert err.line == line and err.context is not None
+    src, caret = err.context.splitlines()
+    assert src == "  " + shown
+    assert len(caret) == err.column + 2  # "  " + the column, then the caret
+
+
 @pytest.mark.parametrize("program", ["", "   ", "# only a comment", "\n\n# c\n;\n"])
 def test_empty_program_is_a_parse_error(program: str) -> None:
     err = error(program)
