@@ -267,7 +267,6 @@ def batch_command(
     ] = 16 * 2**20,
     max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
     max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
-    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
     debug: DebugOpt = False,
 ) -> None:
     with _failures(True, debug):
