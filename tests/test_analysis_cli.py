@@ -10,32 +10,21 @@ CliRunner (cheap), after the CLI's own argv pre-processing.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shlex
 import shutil
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+import harness
 import pytest
 import typer
-from typer.testing import CliRunner
+from harness import Run
 
-from gradcli.cli import _expressions_as_arguments, app
+from gradcli.cli import app
 
-REPO = Path(__file__).resolve().parent.parent
 COMMANDS = ["check", "jacobian", "hessian", "graph", "optimize", "functions"]
-
-
-def strict_loads(text: str) -> Any:
-    def refuse(token: str) -> Any:
-        raise ValueError(f"non-standard JSON token {token}")
-
-    return json.loads(text, parse_constant=refuse)
 
 
 # Every command line launched as a process (all at once, on first use).
@@ -80,43 +69,8 @@ RUNS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True)
-class Run:
-    args: tuple[str, ...]
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def json(self) -> Any:
-        lines = self.stdout.splitlines()
-        assert len(lines) == 1, f"{self.args}: expected one line of JSON, got {self.stdout!r}"
-        return strict_loads(lines[0])
-
-    def expect(self, code: int) -> Run:
-        assert self.code == code, (
-            f"gradcli {' '.join(self.args)}: exit code {self.code}, expected {code}\n"
-            f"stdout:\n{self.stdout}\nstderr:\n{self.stderr}"
-        )
-        assert "Traceback" not in self.stdout + self.stderr
-        return self
-
-
 def _launch(args: tuple[str, ...]) -> Run:
-    env = dict(os.environ)
-    for var in ("COLUMNS", "LINES", "FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE"):
-        env.pop(var, None)
-    env.update(NO_COLOR="1", PYTHONIOENCODING="utf-8", COLUMNS="120")
-    proc = subprocess.run(
-        [sys.executable, "-m", "gradcli", *args],
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        cwd=REPO,
-        env=env,
-        timeout=120,
-    )
-    return Run(args, proc.returncode, proc.stdout, proc.stderr)
+    return harness.run(*args, columns=120)
 
 
 @functools.cache
@@ -133,12 +87,7 @@ def run(*args: str) -> Run:
 
 
 def invoke(*args: str) -> Run:
-    result = CliRunner().invoke(
-        app, _expressions_as_arguments(list(args)), prog_name="gradcli", env={"COLUMNS": "120"}
-    )
-    exc = result.exception
-    assert exc is None or isinstance(exc, SystemExit), f"uncaught {exc!r}"
-    return Run(args, result.exit_code, result.stdout, result.stderr)
+    return harness.invoke(*args, columns=120)
 
 
 def is_number(x: Any) -> bool:

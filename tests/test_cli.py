@@ -9,93 +9,24 @@ error object on stdout.
 from __future__ import annotations
 
 import functools
-import json
 import math
-import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from harness import Run
 
-from gradcli.cli import _expressions_as_arguments, app
-
-REPO = Path(__file__).resolve().parent.parent
 TUTORIAL = ["eval", "a*b+b", "a=[3,4]", "b=[5,6]"]
 EXIT_CODE = {"parse": 2, "name": 2, "input": 2, "shape": 1, "domain": 1, "value": 1, "limit": 1}
 
 
-def strict_loads(text: str) -> Any:
-    """json.loads that refuses the NaN/Infinity tokens, as a strict JSON reader does."""
-
-    def refuse(token: str) -> Any:
-        raise ValueError(f"non-standard JSON token {token}")
-
-    return json.loads(text, parse_constant=refuse)
-
-
-@dataclass(frozen=True)
-class Run:
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def json(self) -> Any:
-        lines = self.stdout.splitlines()
-        assert len(lines) == 1, f"expected one line of JSON on stdout, got {self.stdout!r}"
-        return strict_loads(lines[0])
-
-    @property
-    def first_error_line(self) -> str:
-        lines = [line for line in self.stderr.splitlines() if line.strip()]
-        assert lines, "nothing on stderr"
-        return lines[0]
-
-    def assert_no_traceback(self) -> None:
-        assert "Traceback" not in self.stdout
-        assert "Traceback" not in self.stderr
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    for var in ("COLUMNS", "LINES", "FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE"):
-        env.pop(var, None)
-    env["NO_COLOR"] = "1"
-    env["PYTHONIOENCODING"] = "utf-8"
-    return env
-
-
-@functools.cache
-def run(*args: str, stdin: str | None = None) -> Run:
-    """``python -m gradcli ARGS`` in a subprocess at the repository root (cached by args)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "gradcli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        cwd=REPO,
-        env=_env(),
-        timeout=120,
-    )
-    return Run(proc.returncode, proc.stdout, proc.stderr)
-
-
-@functools.cache
-def invoke(*args: str, stdin: str | None = None) -> Run:
-    """The same through CliRunner, in-process, after the CLI's argv pre-processing."""
-    result = CliRunner().invoke(
-        app, _expressions_as_arguments(list(args)), input=stdin, prog_name="gradcli"
-    )
-    exc = result.exception
-    assert exc is None or isinstance(exc, SystemExit), f"uncaught {exc!r}"
-    return Run(result.exit_code, result.stdout, result.stderr)
+# Each command line runs once: its result is cached by its arguments.
+run = functools.cache(harness.run)
+invoke = functools.cache(harness.invoke)
 
 
 @pytest.fixture(scope="module")
@@ -128,7 +59,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_tutorial_table() -> None:
     r = run(*TUTORIAL)
     assert r.code == 0, r.stderr
-    r.assert_no_traceback()
+    r.assert_clean()
     out = r.stdout
     assert "a*b+b" in out
     assert "[20. 30.]" in out
@@ -151,7 +82,7 @@ def test_tutorial_warns_about_the_implicit_sum_on_stderr() -> None:
 def test_tutorial_json_is_the_spec_response() -> None:
     r = run(*TUTORIAL, "--json")
     assert r.code == 0, r.stderr
-    r.assert_no_traceback()
+    r.assert_clean()
     assert r.json == {
         "id": None,
         "expr": "a*b+b",
@@ -387,7 +318,7 @@ def test_ten_thousand_nested_parentheses() -> None:
     n = 10_000
     r = run("eval", "(" * n + "x" + ")" * n, "x=2", "--json")
     assert r.code == 0, r.stderr[-2000:]
-    r.assert_no_traceback()
+    r.assert_clean()
     d = r.json
     assert d["output"]["value"] == 2.0
     assert d["inputs"]["x"]["grad"] == 1.0
@@ -396,7 +327,7 @@ def test_ten_thousand_nested_parentheses() -> None:
 def test_huge_power_is_inf_with_a_warning() -> None:
     r = run("eval", "9**9**9", "--json")
     assert r.code == 0, r.stderr
-    r.assert_no_traceback()
+    r.assert_clean()
     assert r.json["output"] == {"shape": [], "value": "inf"}
     assert "warning" in r.stderr
     table = invoke("eval", "9**9**9")
@@ -535,7 +466,7 @@ def _without_json(args: tuple[str, ...]) -> tuple[str, ...]:
 
 def check_json_error(bad: Bad, r: Run) -> dict[str, Any]:
     assert r.code == bad.code, (r.code, r.stdout, r.stderr)
-    r.assert_no_traceback()
+    r.assert_clean()
     d = r.json
     assert set(d) == {"id", "error"}
     err = d["error"]
@@ -568,7 +499,7 @@ def test_bad_input_json(bad: Bad, files: dict[str, Path]) -> None:
 def test_bad_input_table_mode(bad: Bad, files: dict[str, Path]) -> None:
     r = invoke(*_without_json(bad.argv(files)), stdin=bad.stdin)
     assert r.code == bad.code, (r.code, r.stdout, r.stderr)
-    r.assert_no_traceback()
+    r.assert_clean()
     assert r.stdout == "", "no partial result on stdout after an error"
     first = r.first_error_line
     assert first.startswith("error"), r.stderr
@@ -587,7 +518,7 @@ def test_limit_error_is_fast() -> None:
 def test_parse_error_shows_the_line_and_a_caret() -> None:
     r = run("eval", "x + 2x", "x=1")
     assert r.code == 2
-    r.assert_no_traceback()
+    r.assert_clean()
     lines = r.stderr.splitlines()
     assert lines[0].startswith("error")
     src = next(i for i, line in enumerate(lines) if line.strip() == "x + 2x")
@@ -619,6 +550,6 @@ def test_save_failure_leaves_one_json_object(tmp_path: Path) -> None:
     target = tmp_path / "missing-dir" / "out.npz"
     r = invoke(*TUTORIAL, "--json", "--save", str(target))
     assert r.code == 2
-    r.assert_no_traceback()
+    r.assert_clean()
     d = r.json
     assert d["error"]["kind"] == "input"

@@ -10,88 +10,23 @@ from __future__ import annotations
 import functools
 import json
 import math
-import os
 import re
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
 import pytest
+from harness import Run, strict_loads
 
-REPO = Path(__file__).resolve().parent.parent
 TUTORIAL = ("a*b+b", "a=[3,4]", "b=[5,6]")
 SQRT102 = math.sqrt(102.0)
 SCALE = 1.0 / (SQRT102 + 1e-6)  # 0.0990147...
 
 
-def strict_loads(text: str) -> Any:
-    """json.loads refusing NaN/Infinity tokens: the output must be strict JSON."""
-
-    def refuse(token: str) -> Any:
-        raise ValueError(f"non-standard JSON token {token}")
-
-    return json.loads(text, parse_constant=refuse)
-
-
-@dataclass(frozen=True)
-class Run:
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def json(self) -> Any:
-        lines = self.stdout.splitlines()
-        assert len(lines) == 1, f"expected one line of JSON, got {self.stdout!r} / {self.stderr!r}"
-        return strict_loads(lines[0])
-
-    @property
-    def text(self) -> str:
-        """stdout with every run of whitespace made one space (captions wrap)."""
-        return " ".join(self.stdout.split())
-
-    def caption(self) -> str:
-        """The table's caption: what follows the table's bottom border."""
-        lines = self.stdout.splitlines()
-        bottom = max(i for i, line in enumerate(lines) if line.lstrip().startswith("└"))
-        return " ".join(" ".join(lines[bottom + 1 :]).split())
-
-    def row(self, name: str) -> str:
-        for line in self.stdout.splitlines():
-            cells = [c.strip() for c in re.split(r"[│┃]", line)]
-            if len(cells) > 2 and cells[1] == name:
-                return line
-        raise AssertionError(f"no row {name!r} in\n{self.stdout}")
-
-    def assert_usage_error(self, *words: str) -> None:
-        assert self.code == 2, (self.code, self.stdout, self.stderr)
-        assert "Traceback" not in self.stdout + self.stderr
-        for word in words:
-            assert word in self.stderr, (word, self.stderr)
-
-
 @functools.cache
 def run(*args: str, stdin: str | None = None) -> Run:
-    """``python -m gradcli ARGS`` at the repository root, wide and without colour."""
-    env = dict(os.environ)
-    for var in ("FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE", "LINES"):
-        env.pop(var, None)
-    env.update(NO_COLOR="1", COLUMNS="200", PYTHONIOENCODING="utf-8")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
-    proc = subprocess.run(
-        [sys.executable, "-m", "gradcli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
-        cwd=REPO,
-        env=env,
-        timeout=120,
-    )
-    return Run(proc.returncode, proc.stdout, proc.stderr)
+    """``python -m gradcli ARGS`` at the repository root, wide and without colour (cached)."""
+    return harness.run(*args, stdin=stdin, columns=200)
 
 
 def ev(*args: str) -> Run:

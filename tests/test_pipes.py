@@ -11,25 +11,22 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import queue
 import shutil
 import subprocess
 import sys
 import threading
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from harness import REPO, Run, strict_loads
 
 import gradcli
-from gradcli.cli import _expressions_as_arguments, app
 
-REPO = Path(__file__).resolve().parent.parent
 EXIT_CODE = {"parse": 2, "name": 2, "input": 2, "shape": 1, "domain": 1, "value": 1, "limit": 1}
 ERROR_FIELDS = {"kind", "message", "line", "column"}
 TUTORIAL = {"expr": "a*b+b", "inputs": {"a": [3, 4], "b": [5, 6]}}
@@ -40,76 +37,15 @@ TUTORIAL = {"expr": "a*b+b", "inputs": {"a": [3, 4], "b": [5, 6]}}
 # --------------------------------------------------------------------------------------
 
 
-def strict_loads(text: str | bytes) -> Any:
-    """json.loads that refuses the NaN/Infinity tokens, as a strict JSON reader does."""
-
-    def refuse(token: str) -> Any:
-        raise ValueError(f"non-standard JSON token {token}")
-
-    return json.loads(text, parse_constant=refuse)
-
-
-@dataclass(frozen=True)
-class Run:
-    code: int
-    stdout: str
-    stderr: str
-
-    @property
-    def json(self) -> Any:
-        """The one JSON document on stdout."""
-        lines = self.stdout.splitlines()
-        assert len(lines) == 1, f"expected one line of JSON on stdout, got {self.stdout!r}"
-        return strict_loads(lines[0])
-
-    @property
-    def lines(self) -> list[Any]:
-        """Every stdout line as JSON (NDJSON): each line is one strict JSON document."""
-        assert self.stdout == "" or self.stdout.endswith("\n"), "the last line is cut short"
-        return [strict_loads(line) for line in self.stdout.split("\n")[:-1]]
-
-    def assert_clean(self) -> None:
-        for stream in (self.stdout, self.stderr):
-            assert "Traceback" not in stream, stream
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    for var in ("COLUMNS", "LINES", "FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE"):
-        env.pop(var, None)
-    env["NO_COLOR"] = "1"
-    env["PYTHONIOENCODING"] = "utf-8"
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
-    return env
-
-
 def run(*args: str, stdin: str | bytes | None = None, cwd: Path = REPO) -> Run:
-    """``python -m gradcli ARGS`` in a real subprocess; stdin as text or raw bytes."""
-    data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
-    proc = subprocess.run(
-        [sys.executable, "-m", "gradcli", *args],
-        input=data,
-        capture_output=True,
-        cwd=cwd,
-        env=_env(),
-        timeout=120,
-    )
-    # Output is UTF-8 text (never a lone byte that would not decode) and has no traceback.
-    result = Run(proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8"))
-    result.assert_clean()
-    return result
+    """``python -m gradcli ARGS`` in a real subprocess, never cached (a run may depend on
+    files a test changes); its output is UTF-8 text with no traceback."""
+    return harness.run(*args, stdin=stdin, cwd=cwd).assert_clean()
 
 
 def invoke(*args: str, stdin: str | bytes | None = None) -> Run:
     """The same through CliRunner, in-process, after the CLI's argv pre-processing."""
-    result = CliRunner().invoke(
-        app, _expressions_as_arguments(list(args)), input=stdin, prog_name="gradcli"
-    )
-    exc = result.exception
-    assert exc is None or isinstance(exc, SystemExit), f"uncaught {exc!r}"
-    out = Run(result.exit_code, result.stdout, result.stderr)
-    out.assert_clean()
-    return out
+    return harness.invoke(*args, stdin=stdin).assert_clean()
 
 
 def ndjson(*requests: Any) -> str:
@@ -670,7 +606,7 @@ class Coprocess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=REPO,
-            env=_env(),
+            env=harness.gradcli_env(),
         )
         self.lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -748,7 +684,7 @@ def test_batch_into_head_exits_quietly(tmp_path: Path, request_: Any, source: st
         capture_output=True,
         text=True,
         cwd=REPO,
-        env=_env(),
+        env=harness.gradcli_env(),
         timeout=120,
     )
     first, status = proc.stdout.splitlines()
