@@ -2017,9 +2017,14 @@ def clip_by_norm(
 
 
 def clip_by_value(arrays: Sequence[Array], clip_value: float) -> None:
-    """Clamp every element of ``arrays`` into ``[-clip_value, clip_value]``, in place."""
+    """Clamp every element of ``arrays`` into ``[-clip_value, clip_value]``, in place.
+
+    The bound is first made a number of the array's dtype, as torch's clamp does: 1e300 is
+    inf in float32 (NumPy would warn about the cast on every call instead)."""
     for a in arrays:
-        np.clip(a, -clip_value, clip_value, out=a)
+        with np.errstate(over="ignore"):
+            bound = a.dtype.type(clip_value)
+        np.clip(a, -bound, bound, out=a)
 
 
 class floating_errors:

@@ -282,6 +282,21 @@ def test_clip_value_clamps_negative_gradients_too() -> None:
     assert j["inputs"]["b"]["grad"] == [3.0, -4.0]
 
 
+def test_clip_value_beyond_float32_clamps_nothing_and_warns_nothing() -> None:
+    # 1e300 is inf as a float32 (torch refuses the cast; NumPy would warn on every call)
+    import warnings
+
+    import gradcli
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = gradcli.evaluate("sum(x * y)", {"x": [1, -2], "y": [3e38, 2]}, dtype="float32",
+                             clip_value=1e300)  # fmt: skip
+    assert r.grads["x"].tolist() == [np.float32(3e38), 2.0]
+    assert r.grads["y"].tolist() == [1.0, -2.0]
+    assert r.warnings == []
+
+
 def test_clip_value_table_and_caption() -> None:
     r = ev("--clip-value", "4.5")
     assert r.code == 0
