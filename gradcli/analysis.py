@@ -31,6 +31,8 @@ class Jacobian:
     expr: str
     value: np.ndarray
     jacobian: dict[str, np.ndarray]  # name -> output.shape + input.shape
+    #: floating-point warnings counted while computing (the CLI prints them on stderr)
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,9 +88,9 @@ def jacobian(
         max_elements=max_elements,
         max_program_chars=max_program_chars,
     )
-    with E.computation(max_elements):
+    with E.computation(max_elements) as fp:
         value, jac = _jacobian_of(setup, seed)
-    return Jacobian(expr, value, jac)
+    return Jacobian(expr, value, jac, fp.messages())
 
 
 # --------------------------------------------------------------------------------------
@@ -103,6 +105,8 @@ class Hessian:
     wrt: list[str]
     labels: list[str]
     hessian: np.ndarray
+    #: floating-point warnings counted while computing (the CLI prints them on stderr)
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -174,12 +178,12 @@ def hessian(
         max_elements=max_elements,
         max_program_chars=max_program_chars,
     )
-    with E.computation(max_elements):
+    with E.computation(max_elements) as fp:
         value, h = _hessian_of(setup, seed)
     labels = [
         lab for name in setup.wanted for lab in element_labels(name, setup.values[name].shape)
     ]
-    return Hessian(expr, value, list(setup.wanted), labels, h)
+    return Hessian(expr, value, list(setup.wanted), labels, h, fp.messages())
 
 
 # --------------------------------------------------------------------------------------
@@ -206,6 +210,8 @@ class Check:
     atol: float
     order: int
     inputs: dict[str, InputCheck] = field(default_factory=dict)
+    #: floating-point warnings counted while computing (the CLI prints them on stderr)
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -324,7 +330,7 @@ def check(
         max_program_chars=max_program_chars,
     )
     result = Check(expr, True, eps, rtol, atol, order)
-    with E.computation(max_elements):
+    with E.computation(max_elements) as fp:
         if order == 1:
             value, jac = _jacobian_of(setup, seed)
             analytic = {n: j.reshape(value.size, -1).astype(np.float64) for n, j in jac.items()}
@@ -341,6 +347,7 @@ def check(
             c = _compare(analytic[name], numeric, setup.values[name].shape, rtol, atol)
             result.inputs[name] = c
             result.ok = result.ok and c.ok
+    result.warnings = fp.messages()
     return result
 
 
@@ -364,6 +371,8 @@ class Graph:
     expr: str
     output: int
     nodes: list[Node]
+    #: floating-point warnings counted while computing (the CLI prints them on stderr)
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -432,7 +441,7 @@ def graph(
         max_elements=max_elements,
         max_program_chars=max_program_chars,
     )
-    with E.computation(max_elements):
+    with E.computation(max_elements) as fp:
         leaves = setup.leaves()
         ev = setup.program.run(leaves, dtype=setup.dtype, seed=seed)
         for name, t in ev.bindings.items():
@@ -457,7 +466,7 @@ def graph(
         )
         for t in order
     ]
-    return Graph(expr, ids[id(out)], nodes)
+    return Graph(expr, ids[id(out)], nodes, fp.messages())
 
 
 # --------------------------------------------------------------------------------------
@@ -473,6 +482,8 @@ class Optimization:
     steps: int
     losses: list[float]
     final: dict[str, tuple[np.ndarray, np.ndarray | None]]
+    #: floating-point warnings counted while computing (the CLI prints them on stderr)
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -554,7 +565,7 @@ def optimize(
             out.backward()
         return float(out.data)
 
-    with E.computation(max_elements):
+    with E.computation(max_elements) as fp:
         for step in range(steps):
             if zero_grad:
                 opt.zero_grad()
@@ -572,4 +583,4 @@ def optimize(
     for n in setup.wanted:
         g = leaves[n].grad
         final[n] = (leaves[n].data, None if g is None else g.data)
-    return Optimization(expr, optimizer, lr, steps, losses, final)
+    return Optimization(expr, optimizer, lr, steps, losses, final, fp.messages())

@@ -252,30 +252,31 @@ def evaluate(
         if root.requires_grad:
             root.backward(seed_grad)
 
-    grads: dict[str, np.ndarray | None] = {}
-    for name, leaf in leaves.items():
-        if name not in wanted:
-            grads[name] = None
-        else:
-            grads[name] = leaf.grad.data if leaf.grad is not None else np.zeros_like(leaf.data)
-    intermediates: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
-    for name, t in ev.bindings.items():
-        if t.requires_grad:
-            g_b = t.grad.data if t.grad is not None else np.zeros_like(t.data)
-            if t.is_leaf:  # `h = x` binds the input itself: keep its grad apart from clipping
-                g_b = g_b.copy()
-        else:
-            g_b = None
-        intermediates[name] = (t.data, g_b)
+        # still counted: clipping float32 gradients can overflow too
+        grads: dict[str, np.ndarray | None] = {}
+        for name, leaf in leaves.items():
+            if name not in wanted:
+                grads[name] = None
+            else:
+                grads[name] = leaf.grad.data if leaf.grad is not None else np.zeros_like(leaf.data)
+        intermediates: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+        for name, t in ev.bindings.items():
+            if t.requires_grad:
+                g_b = t.grad.data if t.grad is not None else np.zeros_like(t.data)
+                if t.is_leaf:  # `h = x` binds the input itself: keep its grad apart from clipping
+                    g_b = g_b.copy()
+            else:
+                g_b = None
+            intermediates[name] = (t.data, g_b)
 
-    clip: dict[str, float] | None = None
-    asked = [g for g in grads.values() if g is not None]
-    if clip_norm is not None:
-        total, scale = E.clip_by_norm(asked, clip_norm, p)
-        clip = {"max_norm": clip_norm, "norm_type": p, "total_norm": total, "scale": scale}
-    elif clip_value is not None:
-        E.clip_by_value(asked, clip_value)
-        clip = {"clip_value": clip_value}
+        clip: dict[str, float] | None = None
+        asked = [g for g in grads.values() if g is not None]
+        if clip_norm is not None:
+            total, scale = E.clip_by_norm(asked, clip_norm, p)
+            clip = {"max_norm": clip_norm, "norm_type": p, "total_norm": total, "scale": scale}
+        elif clip_value is not None:
+            E.clip_by_value(asked, clip_value)
+            clip = {"clip_value": clip_value}
 
     warnings = fp.messages()
     if reduction == "sum":

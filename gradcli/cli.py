@@ -376,7 +376,9 @@ def _analyse(
 
 
 def _emit(result: Any, json_out: bool, show: Callable[[Any], None]) -> None:
-    """The result as one line of JSON, or drawn by ``show`` on the console."""
+    """The result's warnings on stderr, then the result as one line of JSON, or drawn by
+    ``show`` on the console."""
+    _print_warnings(result.warnings)
     if json_out:
         from .io import dumps
 
@@ -385,6 +387,13 @@ def _emit(result: Any, json_out: bool, show: Callable[[Any], None]) -> None:
         from . import present
 
         show(present.make_console())
+
+
+def _print_warnings(warnings: list[str]) -> None:
+    if warnings:
+        from . import present
+
+        present.print_warnings(warnings, present.make_console(stderr=True))
 
 
 @app.command("check", help=CHECK_HELP, no_args_is_help=True)
@@ -499,6 +508,7 @@ def graph_command(
 
         result = _analyse("graph", expr, values, file, inputs, wrt, dtype, seed, limits)
         if dot and not json_out:
+            _print_warnings(result.warnings)
             sys.stdout.write(result.to_dot())
             return
         _emit(

@@ -363,3 +363,34 @@ def test_help_examples_run(command):
     assert examples, f"no `gradcli {command} ...` example line in its help"
     for args in examples:
         invoke(*args).expect(0)
+
+
+# --------------------------------------------------------------------------------------------
+# floating-point warnings: counted, once on stderr, as eval does (issue 7)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("jacobian", "x * 1e308 * 10", "x=[1, 2]", "--json"),
+        ("hessian", "sum(exp(x * 1000))", "x=[1, 2]", "--json"),
+        ("graph", "sum(exp(x * 1000))", "x=[1, 2]", "--json"),
+        ("graph", "sum(exp(x * 1000))", "x=[1, 2]", "--dot"),
+        ("optimize", "sum(x * 1e308 * 10)", "x=[1, 2]", "--steps", "3", "--json"),
+        ("check", "sum(log(x))", "x=[1e-7, 2]", "--eps", "1e-6", "--json"),
+    ],
+)
+def test_floating_point_warnings_are_reported_once_on_stderr(args: tuple[str, ...]) -> None:
+    r = harness.run(*args)
+    assert r.code in (0, 1), r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert lines and all(line.startswith("warning: ") for line in lines), r.stderr
+    assert len(lines) == len(set(lines)) <= 3, r.stderr  # one line per kind
+    assert any(k in r.stderr for k in ("overflow", "invalid value")), r.stderr
+    assert "RuntimeWarning" not in r.stderr
+
+
+def test_no_warning_line_when_nothing_overflows() -> None:
+    r = harness.run("jacobian", "x * 2", "x=[1, 2]", "--json")
+    assert r.code == 0 and r.stderr == ""

@@ -297,6 +297,23 @@ def test_clip_value_beyond_float32_clamps_nothing_and_warns_nothing() -> None:
     assert r.warnings == []
 
 
+@pytest.mark.parametrize(("norm_type", "grad"), [(2.0, 0.0), (1.0, 0.0), ("inf", 1.0)])
+def test_clip_norm_of_overflowing_float32_gradients_is_counted_not_warned(
+    norm_type: Any, grad: float
+) -> None:
+    # the total norm overflows to inf (scale 0), as in torch; NumPy's warning is counted
+    import warnings
+
+    import gradcli
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        r = gradcli.evaluate("sum(x * y)", {"x": [1, -2], "y": [3e38, 3e38]}, dtype="float32",
+                             clip_norm=1.0, norm_type=norm_type)  # fmt: skip
+    assert r.grads["x"].tolist() == pytest.approx([grad, grad], rel=1e-6)  # torch 2.13
+    assert any("overflow" in w for w in r.warnings), r.warnings
+
+
 def test_clip_value_table_and_caption() -> None:
     r = ev("--clip-value", "4.5")
     assert r.code == 0
