@@ -100,6 +100,9 @@ class _Lexer:
         from lark import Token
 
         match, ignore, retype = self.match, self.ignore, self.retype
+        # A Token is a str with the eight attributes lark documents; filling them in here
+        # costs half of what Token(...) does through its two layers of constructors.
+        new = str.__new__
         pos, end, line, line_start, depth = 0, len(text), 1, 0, 0
         while pos < end:
             m = match(text, pos)
@@ -111,7 +114,8 @@ class _Lexer:
                     column=column,
                     context=_caret(text, line, column),
                 )
-            kind, value, start, pos = str(m.lastgroup), m.group(), pos, m.end()
+            kind: str = m.lastgroup  # type: ignore[assignment]  # a match has a group
+            value, start, pos = m.group(), pos, m.end()
             tok_line, column = line, start - line_start + 1
             if "\n" in value:
                 line += value.count("\n")
@@ -135,7 +139,14 @@ class _Lexer:
                 depth = depth - 1 if depth else 0
             elif kind == "_NEWLINE" and depth:
                 continue
-            yield Token(kind, value, start, tok_line, column)
+            tok = new(Token, value)
+            tok.type = kind
+            tok.value = value
+            tok.start_pos = start
+            tok.line = tok_line
+            tok.column = column
+            tok.end_line = tok.end_column = tok.end_pos = None
+            yield tok
 
     def parse(self, parser: Any, text: str) -> tuple[Any, set[str]]:
         """Feed the tokens of ``text`` to the LALR ``parser``: the tree and its names."""
@@ -769,6 +780,8 @@ _BINARY: dict[str, Callable[[Any, Any], Tensor]] = {
     "!=": E.not_equal,
 }
 _OP_NAMES = {"@": "matmul (@)", "**": "power (**)", "^": "power (^)"}
+#: trees whose children alternate operand, operator token, operand ...
+_CHAINS = frozenset({"sum", "product", "comparison", "power"})
 
 
 class _Evaluator:
@@ -836,6 +849,8 @@ class _Evaluator:
         if kind in ("name", "number"):
             return []
         children = node.children
+        if kind in _CHAINS:  # operand, operator, operand, ...
+            return children[0::2]
         if kind in ("call", "keyword", "attribute"):
             start = 1 if kind != "attribute" else 0
             return [c for c in children[start:] if kind != "attribute" or hasattr(c, "children")]
@@ -857,12 +872,11 @@ class _Evaluator:
             return self._number(node.children[0])
         if kind == "name":
             return self._lookup(node.children[0])
-        if kind in ("sum", "product", "comparison", "power"):
-            ops = [str(c) for c in node.children if not hasattr(c, "children")]
-            acc = args[0]
-            for op, rhs in zip(ops, args[1:], strict=True):
-                fn = _BINARY[op]
-                acc = fn(self.tensor(acc, op), self.tensor(rhs, op))
+        if kind in _CHAINS:
+            acc, tensor = args[0], self.tensor
+            for op, rhs in zip(node.children[1::2], args[1:], strict=True):
+                op = str(op)
+                acc = _BINARY[op](tensor(acc, op), tensor(rhs, op))
             return acc
         if kind == "sign":
             value = self.tensor(args[0], "unary -")
