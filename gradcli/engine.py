@@ -143,9 +143,14 @@ def check_size(shape: Sequence[int], what: str) -> None:
 
 
 class Op:
-    """A primitive operation: its name, its forward array function and one VJP per argument."""
+    """A primitive operation: its name, its forward array function and one VJP per argument.
 
-    __slots__ = ("doc", "fwd", "name", "vjps")
+    A VJP is called as ``vjp(m, g, ans, ctx, *args)``; the VJPs of an op of n arguments
+    (concatenate, stack, a long sum) need none of the arguments and are called without them
+    (``takes_args`` False): passing n arguments to each of n VJPs would cost n².
+    """
+
+    __slots__ = ("doc", "fwd", "name", "takes_args", "vjps")
 
     def __init__(
         self,
@@ -153,11 +158,13 @@ class Op:
         fwd: Callable[..., Array],
         vjps: Sequence[Callable[..., Any] | None],
         doc: str,
+        takes_args: bool = True,
     ) -> None:
         self.name = name
         self.fwd = fwd
         self.vjps = tuple(vjps)
         self.doc = doc
+        self.takes_args = takes_args
 
 
 OPS: dict[str, Op] = {}
@@ -602,15 +609,15 @@ def _backprop(
                 if op is None:
                     continue
                 parents = node._parents
-                if create_graph:
-                    args: tuple[Any, ...] = parents
-                    ans: Any = node
+                ans: Any = node if create_graph else node.data
+                if not op.takes_args:
+                    args: tuple[Any, ...] = ()
+                elif create_graph:
+                    args = parents
                 elif len(parents) == 1:
                     args = (parents[0].data,)
-                    ans = node.data
                 else:
                     args = tuple([p.data for p in parents])
-                    ans = node.data
                 ctx = node._ctx
                 for p, rule in zip(parents, op.vjps, strict=False):
                     if rule is None or not p.requires_grad:
@@ -1128,7 +1135,7 @@ SCATTER = _defop(
 
 
 def _concat_vjp(i: int) -> Callable[..., Any]:
-    def vjp(m: Any, g: Any, a: Any, c: Any, *xs: Any) -> Any:
+    def vjp(m: Any, g: Any, a: Any, c: Any) -> Any:
         axis, offsets = c
         key = (slice(None),) * axis + (slice(offsets[i], offsets[i + 1]),)
         return m.getitem(g, key)
@@ -1137,7 +1144,7 @@ def _concat_vjp(i: int) -> Callable[..., Any]:
 
 
 def _stack_vjp(i: int) -> Callable[..., Any]:
-    def vjp(m: Any, g: Any, a: Any, c: Any, *xs: Any) -> Any:
+    def vjp(m: Any, g: Any, a: Any, c: Any) -> Any:
         key = (slice(None),) * c + (i,)
         return m.getitem(g, key)
 
@@ -1231,6 +1238,45 @@ softplus = _unary(SOFTPLUS)
 
 add = _binary(ADD)
 subtract = _binary(SUB)
+
+
+def _pass_g(m: Any, g: Any, a: Any, c: Any) -> Any:
+    return g
+
+
+def _term_vjp(i: int) -> Callable[..., Any]:
+    return _pass_g
+
+
+def add_n(terms: Sequence[Any], negated: Sequence[bool] | None = None) -> Tensor:
+    """``t0 ± t1 ± ... ± tn`` as one node of n inputs (a negated term is ``negative(t)``).
+
+    The terms are added left to right, as the chain of binary adds and subtracts would be,
+    so the value is the same to the last bit (``a - b`` is ``a + (-b)`` exactly); the chain
+    would make one node per term, which costs a 100,000-term sum half a second.
+    """
+    ts = [_lift(t) for t in terms]
+    signs = list(negated) if negated is not None else [False] * len(ts)
+    if not ts or signs[0] or len(signs) != len(ts):
+        raise ValueError("add_n: the first term is added, and every term has a sign")
+    ts = [negative(t) if neg else t for t, neg in zip(ts, signs, strict=True)]
+    acc = ts[0].data
+    for t, neg in zip(ts[1:], signs[1:], strict=True):
+        d = t.data
+        # A one-element operand never grows the result: only then is a check needed.
+        if acc.shape != d.shape and acc.size != 1 and d.size != 1:
+            name = "sub" if neg else "add"
+            try:
+                shape = broadcast_shape(acc.shape, d.shape)
+            except ValueError:
+                raise ShapeError(
+                    f"{name}: shapes {acc.shape} and {d.shape} cannot be broadcast together"
+                ) from None
+            check_size(shape, name)
+        acc = acc + d
+    return _record(acc, _seq_op("add", len(ts), _term_vjp), tuple(ts))
+
+
 multiply = _binary(MUL)
 divide = _binary(DIV)
 _power = _binary(POW)
@@ -1558,14 +1604,17 @@ _SEQ_OPS: dict[tuple[str, int], Op] = {}
 
 
 def _seq_op(name: str, n: int, make_vjp: Callable[[int], Callable[..., Any]]) -> Op:
-    """Ops of n arguments (concatenate, stack) share one Op per arity."""
+    """Ops of n arguments (concatenate, stack, add_n) share one Op per arity, for the
+    arities up to 64 (a longer one costs as much to make as its forward pass does)."""
     op = _SEQ_OPS.get((name, n))
     if op is None:
         base = OPS.get(name)
         doc = base.doc if base else "g split back into the pieces"
-        op = Op(name, lambda *xs: np.empty(0), [make_vjp(i) for i in range(n)], doc)
+        vjps = [make_vjp(i) for i in range(n)]
+        op = Op(name, lambda *xs: np.empty(0), vjps, doc, takes_args=False)
         OPS.setdefault(name, op)
-        _SEQ_OPS[(name, n)] = op
+        if n <= 64:
+            _SEQ_OPS[(name, n)] = op
     return op
 
 

@@ -625,6 +625,37 @@ def test_shape_functions(case):
     assert_value(out, ref(*arrays), case, rtol=0, atol=0)
 
 
+# add_n: a long +/- chain as one node; the value must be the chain's, to the last bit
+ADD_N_CASES = {
+    "3 scalars": [(), (), ()],
+    "(2,3) + (3,) - (2,1) + scalar": [(2, 3), (3,), (2, 1), ()],
+    "(3,) grows to (4,3) by (4,1)": [(3,), (4, 1), (3,), (1, 3)],
+    "40 terms of (2,)": [(2,)] * 40,
+    "one term": [(2, 2)],
+}
+
+
+@pytest.mark.parametrize("case", list(ADD_N_CASES))
+def test_add_n(case):
+    shapes = ADD_N_CASES[case]
+    rng = rng_for("add_n", case)
+    arrays = [real()(rng, s) for s in shapes]
+    negated = [False] + [i % 3 == 1 for i in range(1, len(arrays))]
+    out = check_grads(lambda *ts: fn("add_n")(ts, negated), *arrays, name=f"add_n {case}")
+    chain = E.tensor(arrays[0])
+    for a, neg in zip(arrays[1:], negated[1:], strict=True):
+        chain = E.subtract(chain, E.tensor(a)) if neg else E.add(chain, E.tensor(a))
+    assert_value(out, chain.data, case, rtol=0, atol=0)
+
+
+def test_add_n_of_one_tensor_many_times_and_shape_errors():
+    x = E.tensor([1.0, 2.0], requires_grad=True)
+    E.sum(fn("add_n")([x] * 1000, [False] + [True] * 499 + [False] * 500)).backward()
+    assert x.grad.data.tolist() == [2.0, 2.0]  # 1 - 499 + 500
+    with pytest.raises(E.ShapeError, match=r"sub: shapes \(2,\) and \(3,\)"):
+        fn("add_n")([x, x, E.tensor([1.0, 2.0, 3.0])], [False, False, True])
+
+
 # --------------------------------------------------------------------------------------------
 # 7. indexing
 # --------------------------------------------------------------------------------------------

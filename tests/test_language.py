@@ -880,3 +880,39 @@ def test_a_tuple_subscript_is_the_index_tuple_as_in_numpy() -> None:
     assert gradcli.evaluate("x[(0, 1)]", {"x": x}).value.tolist() == 2.0
     assert gradcli.evaluate("x[()]", {"x": x}).value.tolist() == x
     assert gradcli.evaluate("x[[0, 1]]", {"x": x}).value.tolist() == x  # a list stays a list
+
+
+@pytest.mark.parametrize("terms", [32, 33, 1000])
+def test_a_long_sum_is_one_node_with_the_chains_value(terms: int) -> None:
+    # More than 32 terms of + and - are one n-input add (E.add_n), added left to right:
+    # the value is the binary chain's to the last bit, the gradients are the chain's.
+    from gradcli import analysis
+
+    rng = np.random.default_rng(terms)
+    values = {f"v{i}": float(rng.standard_normal() * 10.0 ** rng.integers(-8, 8)) for i in range(7)}
+    picks = [f"v{i % 7}" for i in range(terms)]
+    signs = ["+" if i % 4 else "-" for i in range(1, terms)]
+    expr = picks[0] + "".join(f" {op} {name}" for op, name in zip(signs, picks[1:], strict=True))
+    expected = values[picks[0]]
+    grads = dict.fromkeys(values, 0.0)
+    grads[picks[0]] = 1.0
+    for op, name in zip(signs, picks[1:], strict=True):
+        expected = expected + values[name] if op == "+" else expected - values[name]
+        grads[name] += 1.0 if op == "+" else -1.0
+    r = evaluate(expr, values)
+    assert float(r.value) == expected  # exactly
+    assert {k: float(g) for k, g in r.grads.items()} == grads
+    g = analysis.graph(expr, values)
+    adds = [n for n in g.nodes if n.op == "add"]
+    if terms <= 32:
+        assert len(adds) == len([s for s in signs if s == "+"])  # a chain of binary nodes
+    else:
+        assert len(adds) == 1 and len(adds[0].inputs) == terms
+
+
+def test_a_long_sum_with_a_shape_error_points_at_the_sum() -> None:
+    expr = " + ".join(["x"] * 40) + " - y"
+    err = error(expr, {"x": [1, 2], "y": [1, 2, 3]})
+    assert isinstance(err, ShapeError)
+    assert "sub: shapes (2,) and (3,)" in err.message
+    assert (err.line, err.column) == (1, 1)
