@@ -127,9 +127,12 @@ def _check_limit(value: Any, what: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"{what} must be a number, not {value!r}")
-    v = float(value)
+    try:
+        v = float(value)
+    except OverflowError:  # an int beyond any float (10**400)
+        v = math.inf
     if not math.isfinite(v) or v < 0:
-        raise InputError(f"{what} must be a finite number >= 0, not {value!r}")
+        raise InputError(f"{what} must be a finite number >= 0, not {str(value)[:40]}")
     return v
 
 

@@ -233,7 +233,7 @@ def eval_command(
                 "wrt": _split_names(wrt),
                 "grad_output": None
                 if grad_output is None
-                else _cli_value(grad_output, "grad_output", dtype.value, seed, max_elements),
+                else _cli_value(grad_output, "grad_output", dtype.value, seed, limits),
                 "clip_norm": clip_norm,
                 "norm_type": norm_type,
                 "clip_value": clip_value,
@@ -670,11 +670,25 @@ def _usage(message: str) -> Exception:
     return InputError(message)
 
 
+def _read_at_most(stream: IO[bytes], limit: int) -> bytes | None:
+    """All of ``stream``, or None when it holds more than ``limit`` bytes. Read in pieces:
+    memory follows the data, not the limit (``read(limit)`` would allocate the limit)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = stream.read(min(2**20, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    return None
+
+
 def _read_stdin(limit: int) -> str:
     from .errors import LimitError
 
-    data = sys.stdin.buffer.read(limit + 1)  # never more than the limit in memory
-    if len(data) > limit:
+    data = _read_at_most(sys.stdin.buffer, limit)
+    if data is None:
         raise LimitError(
             f"standard input is longer than {limit:,} bytes (raise it with --max-stdin-bytes)"
         )
@@ -694,8 +708,8 @@ def _program(
             args.insert(0, expr)
         try:
             with file.open("rb") as f:  # a character is at most 4 bytes of UTF-8
-                data = f.read(4 * max_chars + 1)
-            if len(data) > 4 * max_chars:
+                data = _read_at_most(f, 4 * max_chars)
+            if data is None:
                 from .errors import LimitError
 
                 raise LimitError(
@@ -733,17 +747,23 @@ def _split_names(text: str | None) -> list[str] | None:
     return [n.strip() for n in text.split(",") if n.strip()]
 
 
-def _cli_value(text: str, name: str, dtype: str, seed: int, max_elements: int) -> Any:
+def _cli_value(text: str, name: str, dtype: str, seed: int, limits: _Limits) -> Any:
     """A VALUE of the command line: JSON, @file, or a constant expression."""
     from .api import constant_value
     from .errors import GradcliError, InputError
     from .io import parse_cli_value
 
-    value = parse_cli_value(text, name=name, dtype=dtype, max_elements=max_elements)
+    value = parse_cli_value(text, name=name, dtype=dtype, max_elements=limits.elements)
     if value is not None:
         return value
     try:
-        return constant_value(text, dtype=dtype, seed=seed, max_elements=max_elements)
+        return constant_value(
+            text,
+            dtype=dtype,
+            seed=seed,
+            max_elements=limits.elements,
+            max_program_chars=limits.program_chars,
+        )
     except GradcliError as e:
         if e.kind not in ("parse", "name"):
             raise
@@ -765,7 +785,7 @@ def _gather_inputs(
             text = _read_stdin(limits.stdin_bytes)
         else:
             try:
-                text = Path(inputs_file).read_text("utf-8")
+                text = Path(inputs_file).read_text("utf-8-sig")
             except (OSError, UnicodeDecodeError) as e:
                 raise InputError(f"cannot read --inputs file {inputs_file}: {e}") from None
         obj = parse_json_text(text, what=f"--inputs {inputs_file}")
@@ -779,7 +799,7 @@ def _gather_inputs(
             raise InputError(f"{name[:40]!r} is not a valid input name (an identifier)")
         if name in values:
             raise InputError(f"the input `{name}` is given twice")
-        values[name] = _cli_value(text, name, dtype, seed, limits.elements)
+        values[name] = _cli_value(text, name, dtype, seed, limits)
     return values
 
 
@@ -863,7 +883,8 @@ def _expressions_as_arguments(args: list[str], group: Any = None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """The ``gradcli`` console script."""
+    """The ``gradcli`` console script; ``main(argv)`` runs one command line in a process
+    that goes on (and leaves the garbage collector as it found it)."""
     import gc
     import signal
 
@@ -873,13 +894,17 @@ def main(argv: list[str] | None = None) -> None:
     # cycles, so reference counting frees them; the cyclic collector would only rescan
     # them, again and again as they grow (0.4 s of a 100,000-term program), and once more
     # at exit. `batch`, which runs for as long as its stream, turns it back on.
+    collecting = gc.isenabled()
     gc.disable()
     try:
         app(args=sys.argv[1:] if argv is None else list(argv), prog_name="gradcli")
     except BrokenPipeError:
         _quiet_broken_pipe()
     finally:
-        gc.freeze()
+        if argv is None:  # the console script: the process ends now
+            gc.freeze()
+        elif collecting:  # called in a process that goes on
+            gc.enable()
 
 
 def _click_error(exc: Any, json_out: bool) -> int:

@@ -654,7 +654,14 @@ def _backprop(
 
 def _accumulate_grad(node: Tensor, g: Any, owned: bool, create_graph: bool) -> None:
     if create_graph:
-        node.grad = g if node.grad is None else node.grad + g
+        if node.grad is not None:
+            node.grad = node.grad + g
+        elif isinstance(g, Tensor) and g.requires_grad:
+            # a tensor of its own, still in the graph: the same g may reach other leaves
+            # (x + y), and .grad is the user's to change in place (zero_), as in torch
+            node.grad = multiply(g, 1.0)
+        else:
+            node.grad = _const(np.array(g.data if isinstance(g, Tensor) else g, copy=True))
         return
     if node.grad is None:
         if not owned:
@@ -1612,8 +1619,8 @@ def _seq_op(name: str, n: int, make_vjp: Callable[[int], Callable[..., Any]]) ->
         doc = base.doc if base else "g split back into the pieces"
         vjps = [make_vjp(i) for i in range(n)]
         op = Op(name, lambda *xs: np.empty(0), vjps, doc, takes_args=False)
-        OPS.setdefault(name, op)
         if n <= 64:
+            OPS.setdefault(name, op)
             _SEQ_OPS[(name, n)] = op
     return op
 
@@ -2038,9 +2045,16 @@ def norm_type_of(norm_type: Any) -> float:
 
 
 def total_norm(arrays: Sequence[Array], norm_type: float) -> float:
-    """The norm of the per-array norms (``inf``: the largest absolute value), as torch."""
+    """The norm of the per-array norms (``inf``: the largest absolute value), as torch.
+
+    Overflow gives inf, without NumPy's warning: the caller reports non-finite values."""
     if not arrays:
         return 0.0
+    with np.errstate(all="ignore"):
+        return _total_norm(arrays, norm_type)
+
+
+def _total_norm(arrays: Sequence[Array], norm_type: float) -> float:
     if norm_type == math.inf:
         return float(builtins.max(float(np.max(np.abs(a), initial=0.0)) for a in arrays))
     norms = [_norm_fwd(a.ravel(), (0,), False, norm_type) for a in arrays]

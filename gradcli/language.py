@@ -749,18 +749,39 @@ class Program:
         return Evaluation(output, bindings, ev.literal_overflow)
 
     def free_names(self) -> set[str]:
-        """Names the program uses that it does not bind and that are no functions."""
+        """Names the program reads that it does not bind and that are no functions (the
+        name of a keyword argument, `axis=`, or of `.T` is not read)."""
+        read: set[str] = set()
+        stack = [expr for _, expr in self.bindings] + [self.output]
+        while stack:
+            node = stack.pop()
+            if node.data == "name":
+                read.add(str(node.children[0]))
+            else:
+                stack.extend(c for c in node.children if hasattr(c, "children"))
         bound = set(self.binding_names)
         return {
             n
-            for n in self.names - bound
+            for n in read - bound
             if n not in FUNCTIONS and n not in CONSTANTS and n not in KEYWORD_VALUES
         }
 
 
-@functools.lru_cache(maxsize=256)
+#: programs up to this long are kept after parsing (the last 256 of them), so a stream of
+#: requests parses each expression once; a longer one is parsed each time, as its tree
+#: takes ~330 bytes a character (256 of a million characters would hold 85 GB)
+CACHED_PROGRAM_CHARS = 4096
+
+
 def compile_program(text: str) -> Program:
-    """Parse ``text`` once; the same text again comes from a bounded cache."""
+    """Parse ``text``; a short text parsed before comes from a bounded cache."""
+    if len(text) > CACHED_PROGRAM_CHARS:
+        return Program(text, *_parse(text))
+    return _compile_cached(text)
+
+
+@functools.lru_cache(maxsize=256)
+def _compile_cached(text: str) -> Program:
     return Program(text, *_parse(text))
 
 

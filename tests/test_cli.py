@@ -553,3 +553,38 @@ def test_save_failure_leaves_one_json_object(tmp_path: Path) -> None:
     r.assert_clean()
     d = r.json
     assert d["error"]["kind"] == "input"
+
+
+def test_main_in_process_leaves_the_garbage_collector_as_it_found_it() -> None:
+    import gc
+
+    from gradcli.cli import main
+
+    frozen = gc.get_freeze_count()
+    assert gc.isenabled()
+    with pytest.raises(SystemExit) as done:
+        main(["eval", "x * 2", "x=3", "--json"])
+    assert done.value.code in (0, None)
+    assert gc.isenabled() and gc.get_freeze_count() == frozen
+
+
+@pytest.mark.parametrize("value", ["sum(ones((2, 3)), axis=0)", "ones((3, 2)).T[0]"])
+def test_constant_values_with_keywords_and_attributes(value: str) -> None:
+    # `axis` and `T` are not read as inputs of the constant expression
+    r = run("eval", "sum(x)", f"x={value}", "--json")
+    assert r.code == 0, r.stderr
+    assert r.json["output"]["value"] == (3.0 if value.endswith("[0]") else 6.0)
+
+
+def test_inputs_file_with_a_byte_order_mark(tmp_path: Path) -> None:
+    inputs = tmp_path / "in.json"
+    inputs.write_bytes(b'\xef\xbb\xbf{"x": [1, 2]}')
+    r = run("eval", "sum(x * 2)", "--inputs", str(inputs), "--json")
+    assert r.code == 0, r.stderr
+    assert r.json["output"]["value"] == 6.0
+
+
+def test_total_grad_norm_that_overflows_float32_warns_nothing_raw() -> None:
+    r = run("eval", "x * 1e38", "x=[1, 2]", "--dtype", "float32")
+    assert r.code == 0, r.stderr
+    assert "RuntimeWarning" not in r.stderr and "engine.py" not in r.stderr

@@ -1396,3 +1396,25 @@ def test_functions_derivative_text_comes_from_the_engine_rules():
 
     for name in ("sin", "tanh", "matmul", "softmax", "solve", "prod", "norm"):
         assert FUNCTIONS[name].derivative == E.OPS[name].doc, name
+
+
+def test_create_graph_gives_each_leaf_its_own_grad_tensor() -> None:
+    # torch 2.13: after (x + y).sum().backward(create_graph=True), x.grad is not y.grad
+    # and zeroing one leaves the other
+    import gradcli
+
+    x = gradcli.tensor([1.0, 2.0], requires_grad=True)
+    y = gradcli.tensor([3.0, 4.0], requires_grad=True)
+    (x * y + y).sum().backward(create_graph=True)
+    assert x.grad is not y.grad
+    assert x.grad.tolist() == [3.0, 4.0] and y.grad.tolist() == [2.0, 3.0]
+    x.grad.sum().backward()  # x.grad = y: d/dy of sum(x.grad) adds 1 to y.grad
+    assert y.grad.tolist() == [3.0, 4.0]
+    x.grad.zero_()
+    assert x.grad.tolist() == [0.0, 0.0] and y.grad.tolist() == [3.0, 4.0]
+    a = gradcli.tensor([1.0, 2.0], requires_grad=True)
+    b = gradcli.tensor([3.0, 4.0], requires_grad=True)
+    (a + b).sum().backward(create_graph=True)
+    assert a.grad is not b.grad
+    a.grad.zero_()
+    assert b.grad.tolist() == [1.0, 1.0]

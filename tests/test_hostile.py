@@ -879,3 +879,29 @@ def test_objects_file_is_refused_in_process(files: dict[str, Path]) -> None:
         load_file_value(str(files["objects.npy"]), name="x")
     assert info.value.kind == "input"
     assert not marker.exists()
+
+
+def test_a_limit_raised_far_beyond_the_input_costs_no_memory(tmp_path: Path) -> None:
+    # the limits bound what is read, not what is allocated: "no limit" must still work
+    program = tmp_path / "p.gc"
+    program.write_text("x + 1", "utf-8")
+    huge = str(2**63 - 1)
+    r = gradcli_run("eval", "-f", str(program), "x=1", "--max-program-chars", huge, "--json")
+    assert_answered(r, 0, cause=())
+    assert r.json["output"]["value"] == 2.0
+    request = json.dumps({"expr": "x", "inputs": {"x": 1}})
+    r = gradcli_run("eval", "-", "--max-stdin-bytes", huge, "--json", stdin=request)
+    assert_answered(r, 0, cause=())
+    r = gradcli_run("eval", "x", "--inputs", "-", "--max-stdin-bytes", huge, stdin='{"x": 3}')
+    assert_answered(r, 0, cause=())
+    assert r.maxrss_mb == 0 or r.maxrss_mb < 200
+
+
+def test_constant_values_are_programs_under_the_same_limit() -> None:
+    args = ["eval", "x", "x=1+1+1+1", "--json", "--max-program-chars"]
+    r = gradcli_run(*args, "5")
+    assert_answered(r, 1)
+    assert "--max-program-chars" in error_of(r, "limit")["message"]
+    r = gradcli_run(*args, "7")
+    assert_answered(r, 0, cause=())
+    assert r.json["output"]["value"] == 4.0

@@ -916,3 +916,16 @@ def test_a_long_sum_with_a_shape_error_points_at_the_sum() -> None:
     assert isinstance(err, ShapeError)
     assert "sub: shapes (2,) and (3,)" in err.message
     assert (err.line, err.column) == (1, 1)
+
+
+def test_only_short_programs_are_kept_after_parsing() -> None:
+    from gradcli.language import CACHED_PROGRAM_CHARS
+
+    short, long = "x + 1", "x+" * (CACHED_PROGRAM_CHARS // 2) + "1"
+    assert compile_program(short) is compile_program(short)
+    assert compile_program(long) is not compile_program(long)  # parsed each time
+
+
+def test_a_clip_bound_beyond_every_float_is_an_input_error() -> None:
+    err = error("x", {"x": 1}, clip_value=10**400)
+    assert err.kind == "input" and "finite" in err.message and len(err.message) < 120
