@@ -94,8 +94,8 @@ def run_batch(
 
 
 def _decode(raw: bytes, number: int) -> str:
-    try:
-        return raw.decode("utf-8")
+    try:  # the first line may begin with an editor's byte-order mark
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"line {number} is not UTF-8 text (byte {e.start + 1})") from None
 

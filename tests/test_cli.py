@@ -588,3 +588,12 @@ def test_total_grad_norm_that_overflows_float32_warns_nothing_raw() -> None:
     r = run("eval", "x * 1e38", "x=[1, 2]", "--dtype", "float32")
     assert r.code == 0, r.stderr
     assert "RuntimeWarning" not in r.stderr and "engine.py" not in r.stderr
+
+
+def test_batch_file_with_a_byte_order_mark(tmp_path: Path) -> None:
+    requests = tmp_path / "requests.ndjson"
+    line = b'{"expr": "sum(x * 2)", "inputs": {"x": [1, 2]}}\n'
+    requests.write_bytes(b"\xef\xbb\xbf" + line + line)
+    r = run("batch", str(requests))
+    assert r.code == 0, r.stdout + r.stderr
+    assert [d["output"]["value"] for d in r.lines] == [6.0, 6.0]
