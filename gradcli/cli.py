@@ -167,7 +167,7 @@ class _Limits:
 
     elements: int
     program_chars: int
-    stdin_bytes: int = DEFAULT_MAX_STDIN_BYTES
+    stdin_bytes: int
 
 
 def _version(value: bool) -> None:

@@ -96,7 +96,8 @@ class _Lexer:
                 if spelled:
                     self.retype[t.name] = spelled
 
-    def tokens(self, text: str, names: set[str]) -> Iterator[Any]:
+    def tokens(self, text: str, names: set[str] | None = None) -> Iterator[Any]:
+        """The tokens of ``text``; every NAME is also added to ``names`` when given."""
         from lark import Token
 
         match, ignore, retype = self.match, self.ignore, self.retype
@@ -132,7 +133,8 @@ class _Lexer:
                         line=tok_line,
                         column=column,
                     )
-                names.add(value)
+                if names is not None:
+                    names.add(value)
             elif kind == "LPAR" or kind == "LSQB":
                 depth += 1
             elif kind == "RPAR" or kind == "RSQB":
@@ -148,17 +150,16 @@ class _Lexer:
             tok.end_line = tok.end_column = tok.end_pos = None
             yield tok
 
-    def parse(self, parser: Any, text: str) -> tuple[Any, set[str]]:
-        """Feed the tokens of ``text`` to the LALR ``parser``: the tree and its names."""
+    def parse(self, parser: Any, text: str) -> Any:
+        """Feed the tokens of ``text`` to the LALR ``parser``: the tree."""
         from lark import Token
 
-        names: set[str] = set()
         state = parser.parse_interactive().parser_state
         feed = state.feed_token
-        for tok in self.tokens(text, names):
+        for tok in self.tokens(text):
             feed(tok)
         line, column = _end_position(text)
-        return state.feed_token(Token("$END", "", len(text), line, column), True), names
+        return state.feed_token(Token("$END", "", len(text), line, column), True)
 
 
 TABLES_FILE = "gradcli.tables.json"
@@ -317,11 +318,6 @@ def check_program_length(text: str, limit: int) -> None:
 
 def parse(text: str) -> Any:
     """Parse program text into a lark tree; syntax errors become ``ParseError``."""
-    return _parse(text)[0]
-
-
-def _parse(text: str) -> tuple[Any, set[str]]:
-    """The tree of ``text`` and the names it uses."""
     from lark.exceptions import UnexpectedToken
 
     if "\x00" in text:
@@ -686,9 +682,8 @@ def _stack_literal(seq: Seq, dtype: Any) -> Tensor:
 class Program:
     """A parsed program: its bindings and output expression, ready to run on inputs."""
 
-    def __init__(self, text: str, tree: Any, names: set[str]) -> None:
+    def __init__(self, text: str, tree: Any) -> None:
         self.text = text
-        self.names = names  # every NAME in the program (checked to be identifiers)
         statements = list(tree.children)
         if not statements:
             raise ParseError("the program is empty: nothing to evaluate", line=1, column=1)
@@ -776,13 +771,13 @@ CACHED_PROGRAM_CHARS = 4096
 def compile_program(text: str) -> Program:
     """Parse ``text``; a short text parsed before comes from a bounded cache."""
     if len(text) > CACHED_PROGRAM_CHARS:
-        return Program(text, *_parse(text))
+        return Program(text, parse(text))
     return _compile_cached(text)
 
 
 @functools.lru_cache(maxsize=256)
 def _compile_cached(text: str) -> Program:
-    return Program(text, *_parse(text))
+    return Program(text, parse(text))
 
 
 _BINARY: dict[str, Callable[[Any, Any], Tensor]] = {
