@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import IO, Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -217,23 +217,29 @@ def eval_command(
     with _failures(json_out, debug) as state:
         from . import present
         from .api import evaluate, request_id, request_kwargs
+        from .errors import InputError
+        from .inputs import read_stdin, read_value
         from .io import dumps, parse_json_text, save_npz
 
         if expr == "-" and file is None:
             if values:
-                raise _usage("`eval -` reads one JSON request from stdin: give no NAME=VALUE")
-            request = parse_json_text(_read_stdin(limits.stdin_bytes), what="request")
+                raise InputError("`eval -` reads one JSON request from stdin: give no NAME=VALUE")
+            request = parse_json_text(read_stdin(limits.stdin_bytes), what="request")
             state.id = request_id(request)
             kwargs = request_kwargs(request)
         else:
-            text, given = _program(expr, values, file, limits.program_chars)
+            text, given = _program_and_inputs(expr, values, file, inputs, dtype, seed, limits)
+            upstream_grad = None
+            if grad_output is not None:
+                upstream_grad = read_value(
+                    grad_output, "grad_output", dtype=dtype.value, seed=seed,
+                    max_elements=limits.elements, max_program_chars=limits.program_chars,
+                )  # fmt: skip
             kwargs = {
                 "expr": text,
-                "inputs": _gather_inputs(given, inputs, dtype.value, seed, limits),
+                "inputs": given,
                 "wrt": _split_names(wrt),
-                "grad_output": None
-                if grad_output is None
-                else _cli_value(grad_output, "grad_output", dtype.value, seed, limits),
+                "grad_output": upstream_grad,
                 "clip_norm": clip_norm,
                 "norm_type": norm_type,
                 "clip_value": clip_value,
@@ -273,9 +279,10 @@ def batch_command(
         import gc
 
         from .batch import run_batch
+        from .inputs import open_requests
 
         gc.enable()  # a stream of any length: cycles (an error's traceback) must be freed
-        stream, total = _open_source(source)
+        stream, total = open_requests(source)
         failed = run_batch(
             stream,
             _print_line,
@@ -339,7 +346,7 @@ Example:
 """
 
 
-def _inputs_of(
+def _program_and_inputs(
     expr: str | None,
     values: list[str] | None,
     file: Path | None,
@@ -348,8 +355,13 @@ def _inputs_of(
     seed: int,
     limits: _Limits,
 ) -> tuple[str, dict[str, Any]]:
-    text, given = _program(expr, values, file, limits.program_chars)
-    return text, _gather_inputs(given, inputs, dtype.value, seed, limits)
+    from .inputs import read_program_and_inputs
+
+    return read_program_and_inputs(
+        expr, values, file, inputs, dtype=dtype.value, seed=seed,
+        max_elements=limits.elements, max_program_chars=limits.program_chars,
+        max_stdin_bytes=limits.stdin_bytes,
+    )  # fmt: skip
 
 
 def _analyse(
@@ -367,7 +379,7 @@ def _analyse(
     """Run ``gradcli.analysis.<command>`` on the command line's program and inputs."""
     from . import analysis
 
-    text, given = _inputs_of(expr, values, file, inputs, dtype, seed, limits)
+    text, given = _program_and_inputs(expr, values, file, inputs, dtype, seed, limits)
     run = getattr(analysis, command)
     return run(
         text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
@@ -664,143 +676,10 @@ class _failures:
             _fail(exc, self.json_out, self.state.id, self.debug)
 
 
-def _usage(message: str) -> Exception:
-    from .errors import InputError
-
-    return InputError(message)
-
-
-def _read_at_most(stream: IO[bytes], limit: int) -> bytes | None:
-    """All of ``stream``, or None when it holds more than ``limit`` bytes. Read in pieces:
-    memory follows the data, not the limit (``read(limit)`` would allocate the limit)."""
-    chunks: list[bytes] = []
-    size = 0
-    while size <= limit:
-        chunk = stream.read(min(2**20, limit + 1 - size))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        size += len(chunk)
-    return None
-
-
-def _read_stdin(limit: int) -> str:
-    from .errors import LimitError
-
-    data = _read_at_most(sys.stdin.buffer, limit)
-    if data is None:
-        raise LimitError(
-            f"standard input is longer than {limit:,} bytes (raise it with --max-stdin-bytes)"
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise _usage(f"standard input is not UTF-8 text (byte {e.start})") from None
-
-
-def _program(
-    expr: str | None, values: list[str] | None, file: Path | None, max_chars: int
-) -> tuple[str, list[str]]:
-    """The program text and the NAME=VALUE arguments (with -f, EXPR is the first value)."""
-    args = list(values or [])
-    if file is not None:
-        if expr is not None:
-            args.insert(0, expr)
-        try:
-            with file.open("rb") as f:  # a character is at most 4 bytes of UTF-8
-                data = _read_at_most(f, 4 * max_chars)
-            if data is None:
-                from .errors import LimitError
-
-                raise LimitError(
-                    f"{file}: the program is longer than {max_chars:,} characters "
-                    "(raise it with --max-program-chars)"
-                )
-            return data.decode("utf-8-sig"), args  # an editor's byte-order mark is no name
-        except UnicodeDecodeError as e:
-            raise _usage(f"{file}: not UTF-8 text (byte {e.start})") from None
-        except OSError as e:
-            raise _usage(f"cannot read the program file {file}: {e.strerror or e}") from None
-    if expr is None:
-        raise _usage("missing EXPR (or -f FILE)")
-    return expr, args
-
-
-def _open_source(source: str) -> tuple[IO[bytes], int | None]:
-    if source == "-":
-        return sys.stdin.buffer, None
-    try:
-        stream = open(source, "rb")  # noqa: SIM115 - closed when the process ends
-    except OSError as e:
-        raise _usage(f"cannot read {source}: {e.strerror or e}") from None
-    try:
-        import os
-
-        return stream, os.fstat(stream.fileno()).st_size
-    except OSError:
-        return stream, None
-
-
 def _split_names(text: str | None) -> list[str] | None:
     if text is None:
         return None
     return [n.strip() for n in text.split(",") if n.strip()]
-
-
-def _cli_value(text: str, name: str, dtype: str, seed: int, limits: _Limits) -> Any:
-    """A VALUE of the command line: JSON, @file, or a constant expression."""
-    from .api import constant_value
-    from .errors import GradcliError, InputError
-    from .io import parse_cli_value
-
-    value = parse_cli_value(text, name=name, dtype=dtype, max_elements=limits.elements)
-    if value is not None:
-        return value
-    try:
-        return constant_value(
-            text,
-            dtype=dtype,
-            seed=seed,
-            max_elements=limits.elements,
-            max_program_chars=limits.program_chars,
-        )
-    except GradcliError as e:
-        if e.kind not in ("parse", "name"):
-            raise
-        raise InputError(
-            f"bad value for {name}: {text[:60]!r} is not JSON, an @file or a constant "
-            f"expression ({e.message})"
-        ) from None
-
-
-def _gather_inputs(
-    args: list[str], inputs_file: str | None, dtype: str, seed: int, limits: _Limits
-) -> dict[str, Any]:
-    from .errors import InputError
-    from .io import parse_json_text, read_inputs_object
-
-    values: dict[str, Any] = {}
-    if inputs_file is not None:
-        if inputs_file == "-":
-            text = _read_stdin(limits.stdin_bytes)
-        else:
-            try:
-                text = Path(inputs_file).read_text("utf-8-sig")
-            except (OSError, UnicodeDecodeError) as e:
-                raise InputError(f"cannot read --inputs file {inputs_file}: {e}") from None
-        obj = parse_json_text(text, what=f"--inputs {inputs_file}")
-        values.update(read_inputs_object(obj, dtype=dtype, max_elements=limits.elements))
-    for arg in args:
-        name, sep, text = arg.partition("=")
-        name = name.strip()
-        if not sep or not name:
-            raise InputError(f"expected NAME=VALUE, got {arg[:60]!r}")
-        if not name.isidentifier():
-            raise InputError(f"{name[:40]!r} is not a valid input name (an identifier)")
-        if name in values:
-            raise InputError(f"the input `{name}` is given twice")
-        values[name] = _cli_value(text, name, dtype, seed, limits)
-    return values
 
 
 def _arrays_to_save(result: Any) -> dict[str, Any]:

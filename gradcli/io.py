@@ -3,7 +3,8 @@
 Everything a user hands gradcli as a number passes through here, and every bad value becomes
 an :class:`~gradcli.errors.InputError` whose message names the input and the cause. Output
 goes the other way: arrays become plain Python lists of floats and non-finite numbers become
-the strings ``"nan"``, ``"inf"``, ``"-inf"`` so that every response is strict JSON.
+the strings ``"nan"``, ``"inf"``, ``"-inf"`` so that every response is strict JSON. Where
+the text comes from (EXPR, ``-f``, ``--inputs``, stdin) is :mod:`gradcli.inputs`.
 
 Nothing here uses ``eval``, ``exec`` or pickle; ``.npy`` files are read with
 ``allow_pickle=False`` and their header is checked before any data is read.

@@ -1,0 +1,187 @@
+"""Reading a command's program and inputs from the command line, files and stdin.
+
+Here are EXPR or ``-f FILE``, the ``NAME=VALUE`` arguments, ``--inputs FILE|-``, the JSON
+request of ``eval -`` and the NDJSON stream of ``batch``; :mod:`gradcli.io` turns the text
+into values. This is a module of its own, not part of :mod:`gradcli.io`, because a VALUE may
+be a constant expression: reading one needs the evaluator (:mod:`gradcli.api`), which
+:mod:`gradcli.io` must not depend on. The CLI imports it inside its commands only, so
+``gradcli --help`` loads neither NumPy nor the engine.
+
+Every bad input is an :class:`~gradcli.errors.InputError`, and input over a limit a
+:class:`~gradcli.errors.LimitError`, whose messages name the flag that raises the limit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+from .api import constant_value
+from .errors import GradcliError, InputError, LimitError
+from .io import parse_cli_value, parse_json_text, read_inputs_object
+
+__all__ = ["open_requests", "read_program_and_inputs", "read_stdin", "read_value"]
+
+
+def _read_at_most(stream: IO[bytes], limit: int) -> bytes | None:
+    """All of ``stream``, or None when it holds more than ``limit`` bytes. Read in pieces:
+    memory follows the data, not the limit (``read(limit)`` would allocate the limit)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = stream.read(min(2**20, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    return None
+
+
+def read_stdin(max_bytes: int) -> str:
+    """All of standard input as text; more than ``max_bytes`` bytes is a LimitError."""
+    data = _read_at_most(sys.stdin.buffer, max_bytes)
+    if data is None:
+        raise LimitError(
+            f"standard input is longer than {max_bytes:,} bytes (raise it with --max-stdin-bytes)"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"standard input is not UTF-8 text (byte {e.start})") from None
+
+
+def _read_program(
+    expr: str | None, values: list[str] | None, file: Path | None, max_chars: int
+) -> tuple[str, list[str]]:
+    """The program text and the NAME=VALUE arguments (with -f, EXPR is the first value)."""
+    args = list(values or [])
+    if file is not None:
+        if expr is not None:
+            args.insert(0, expr)
+        try:
+            with file.open("rb") as f:  # a character is at most 4 bytes of UTF-8
+                data = _read_at_most(f, 4 * max_chars)
+            if data is None:
+                raise LimitError(
+                    f"{file}: the program is longer than {max_chars:,} characters "
+                    "(raise it with --max-program-chars)"
+                )
+            return data.decode("utf-8-sig"), args  # an editor's byte-order mark is no name
+        except UnicodeDecodeError as e:
+            raise InputError(f"{file}: not UTF-8 text (byte {e.start})") from None
+        except OSError as e:
+            raise InputError(f"cannot read the program file {file}: {e.strerror or e}") from None
+    if expr is None:
+        raise InputError("missing EXPR (or -f FILE)")
+    return expr, args
+
+
+def open_requests(source: str) -> tuple[IO[bytes], int | None]:
+    """The request stream of ``batch FILE|-`` and its size in bytes (None for stdin, or
+    when the size cannot be known)."""
+    if source == "-":
+        return sys.stdin.buffer, None
+    try:
+        stream = open(source, "rb")  # noqa: SIM115 - closed when the process ends
+    except OSError as e:
+        raise InputError(f"cannot read {source}: {e.strerror or e}") from None
+    try:
+        return stream, os.fstat(stream.fileno()).st_size
+    except OSError:
+        return stream, None
+
+
+def read_value(
+    text: str, name: str, *, dtype: str, seed: int, max_elements: int, max_program_chars: int
+) -> Any:
+    """A VALUE of the command line: JSON, @file, or a constant expression."""
+    value = parse_cli_value(text, name=name, dtype=dtype, max_elements=max_elements)
+    if value is not None:
+        return value
+    try:
+        return constant_value(
+            text,
+            dtype=dtype,
+            seed=seed,
+            max_elements=max_elements,
+            max_program_chars=max_program_chars,
+        )
+    except GradcliError as e:
+        if e.kind not in ("parse", "name"):
+            raise
+        raise InputError(
+            f"bad value for {name}: {text[:60]!r} is not JSON, an @file or a constant "
+            f"expression ({e.message})"
+        ) from None
+
+
+def _read_inputs(
+    args: list[str],
+    inputs_file: str | None,
+    *,
+    dtype: str,
+    seed: int,
+    max_elements: int,
+    max_program_chars: int,
+    max_stdin_bytes: int,
+) -> dict[str, Any]:
+    """The ``--inputs`` object, then each NAME=VALUE of ``args``; a name given twice is an
+    error, even across the two."""
+    values: dict[str, Any] = {}
+    if inputs_file is not None:
+        if inputs_file == "-":
+            text = read_stdin(max_stdin_bytes)
+        else:
+            try:
+                text = Path(inputs_file).read_text("utf-8-sig")
+            except (OSError, UnicodeDecodeError) as e:
+                raise InputError(f"cannot read --inputs file {inputs_file}: {e}") from None
+        obj = parse_json_text(text, what=f"--inputs {inputs_file}")
+        values.update(read_inputs_object(obj, dtype=dtype, max_elements=max_elements))
+    for arg in args:
+        name, sep, text = arg.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise InputError(f"expected NAME=VALUE, got {arg[:60]!r}")
+        if not name.isidentifier():
+            raise InputError(f"{name[:40]!r} is not a valid input name (an identifier)")
+        if name in values:
+            raise InputError(f"the input `{name}` is given twice")
+        values[name] = read_value(
+            text,
+            name,
+            dtype=dtype,
+            seed=seed,
+            max_elements=max_elements,
+            max_program_chars=max_program_chars,
+        )
+    return values
+
+
+def read_program_and_inputs(
+    expr: str | None,
+    values: list[str] | None,
+    file: Path | None,
+    inputs_file: str | None,
+    *,
+    dtype: str,
+    seed: int,
+    max_elements: int,
+    max_program_chars: int,
+    max_stdin_bytes: int,
+) -> tuple[str, dict[str, Any]]:
+    """A command's program (EXPR, or ``-f FILE``) and its inputs by name (``--inputs`` and
+    the NAME=VALUE arguments ``values``; with ``-f``, EXPR is the first of them)."""
+    text, args = _read_program(expr, values, file, max_program_chars)
+    inputs = _read_inputs(
+        args,
+        inputs_file,
+        dtype=dtype,
+        seed=seed,
+        max_elements=max_elements,
+        max_program_chars=max_program_chars,
+        max_stdin_bytes=max_stdin_bytes,
+    )
+    return text, inputs
