@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gradcli import language
+from gradcli.language import grammar
 
 ROOT = Path(__file__).resolve().parent.parent
 REGENERATE = "python -m gradcli.language > grammars/gradcli.tables.json"
@@ -29,33 +29,33 @@ BAD = ["a +", "(1", "2x", ")", "x[", "sum(x,,)", "a = ", "[1, 2"]
 
 
 def test_shipped_tables_were_made_from_this_grammar() -> None:
-    doc = json.loads((ROOT / "grammars" / language.TABLES_FILE).read_text("utf-8"))
-    key = language._tables_key(language.grammar_text())
+    doc = json.loads((ROOT / "grammars" / grammar.TABLES_FILE).read_text("utf-8"))
+    key = grammar._tables_key(grammar.grammar_text())
     assert doc["grammar_sha256"] == key["grammar_sha256"], f"stale tables: {REGENERATE}"
     assert doc["lark"] == key["lark"], f"tables of another lark version: {REGENERATE}"
     assert doc["options"] == key["options"], f"tables of other parser options: {REGENERATE}"
 
 
 def test_the_parser_is_loaded_from_the_tables() -> None:
-    assert language._parser().source_path == "<deserialized>"
+    assert grammar._parser().source_path == "<deserialized>"
 
 
 @pytest.mark.parametrize("text", PROGRAMS)
 def test_loaded_and_built_parsers_give_the_same_tree(text: str) -> None:
-    built = language._build_parser(language.grammar_text())
-    lexer = language._lexer()
-    assert lexer.parse(language._parser(), text) == lexer.parse(built, text)
+    built = grammar._build_parser(grammar.grammar_text())
+    lexer = grammar._lexer()
+    assert lexer.parse(grammar._parser(), text) == lexer.parse(built, text)
 
 
 @pytest.mark.parametrize("text", BAD)
 def test_loaded_and_built_parsers_give_the_same_error(text: str) -> None:
     from lark.exceptions import UnexpectedInput
 
-    built = language._build_parser(language.grammar_text())
+    built = grammar._build_parser(grammar.grammar_text())
     errors = []
-    for parser in (language._parser(), built):
+    for parser in (grammar._parser(), built):
         with pytest.raises(UnexpectedInput) as info:
-            language._lexer().parse(parser, text)
+            grammar._lexer().parse(parser, text)
         e = info.value
         errors.append((type(e), e.line, e.column, sorted(getattr(e, "expected", None) or [])))
     assert errors[0] == errors[1]

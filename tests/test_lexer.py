@@ -1,6 +1,6 @@
 """gradcli's lexer held to lark's own.
 
-``gradcli.language._Lexer`` replaces lark's basic lexer for speed: one regular expression
+``gradcli.language.lexer._Lexer`` replaces lark's basic lexer for speed: one regular expression
 over the grammar's terminals, in lark's order. In the same pass it does two things lark's
 lexer leaves to others: it drops a new line inside brackets (what the post-lexer
 ``_BracketNewlines`` did) and refuses a NAME that is not an identifier. Nothing else may
@@ -18,8 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from lark.exceptions import UnexpectedCharacters
 
-from gradcli import language
 from gradcli.errors import ParseError
+from gradcli.language import grammar
 
 Tok = tuple[str, str, int, int, int]  # type, value, line, column, start_pos
 Error = tuple[str, int, int] | None  # message (its start, for lark), line, column
@@ -29,7 +29,7 @@ def ours(text: str) -> tuple[list[Tok], Error, set[str]]:
     toks: list[Tok] = []
     names: set[str] = set()
     try:
-        for t in language._lexer().tokens(text, names):
+        for t in grammar._lexer().tokens(text, names):
             toks.append((t.type, t.value, t.line, t.column, t.start_pos))
     except ParseError as e:
         assert e.line is not None and e.column is not None
@@ -43,7 +43,7 @@ def larks(text: str) -> tuple[list[Tok], Error]:
     toks: list[Tok] = []
     depth = 0
     try:
-        for t in language._parser().lex(text):
+        for t in grammar._parser().lex(text):
             if t.type == "NAME" and not t.isidentifier():
                 return toks, (f"`{t}` is not a valid name", t.line, t.column)
             if t.type in ("LPAR", "LSQB"):
@@ -168,7 +168,7 @@ def test_names_are_collected() -> None:
 def test_a_name_that_is_not_an_identifier(text: str, name: str, line: int, column: int) -> None:
     assert not name.isidentifier()
     with pytest.raises(ParseError) as info:
-        language.parse(text)
+        grammar.parse(text)
     assert info.value.message.startswith(f"`{name}` is not a valid name")
     assert (info.value.line, info.value.column) == (line, column)
 
@@ -179,7 +179,7 @@ def test_a_name_that_is_not_an_identifier(text: str, name: str, line: int, colum
 )
 def test_an_unexpected_character(text: str, char: str, line: int, column: int) -> None:
     with pytest.raises(ParseError) as info:
-        language.parse(text)
+        grammar.parse(text)
     e = info.value
     assert e.message == f"unexpected character {char!r} at line {line}, column {column}"
     assert (e.line, e.column) == (line, column)

@@ -1,0 +1,74 @@
+"""The expression language: grammar loading, parsing, and evaluation into engine calls.
+
+``grammar`` holds the grammar, the parser and ``parse``; ``lexer`` the lexer that feeds it;
+``functions`` the registry of the language's functions; ``evaluate`` the evaluator,
+``Program`` and ``compile_program``. The names other modules use are importable from here.
+"""
+
+from __future__ import annotations
+
+from .evaluate import (
+    CACHED_PROGRAM_CHARS,
+    CONSTANTS,
+    KEYWORD_VALUES,
+    Evaluation,
+    Keyword,
+    Program,
+    Seq,
+    compile_program,
+    np_linalg_error,
+    to_tensor,
+)
+from .functions import (
+    AXIS,
+    BOOL,
+    FUNCTIONS,
+    INT,
+    NUMBER,
+    SHAPE,
+    TENSOR,
+    TENSORS,
+    Function,
+    Param,
+    suggest,
+)
+from .grammar import (
+    DEFAULT_MAX_PROGRAM_CHARS,
+    GRAMMAR_FILE,
+    TABLES_FILE,
+    check_program_length,
+    grammar_text,
+    parse,
+    parser_tables,
+)
+
+__all__ = [
+    "AXIS",
+    "BOOL",
+    "CACHED_PROGRAM_CHARS",
+    "CONSTANTS",
+    "DEFAULT_MAX_PROGRAM_CHARS",
+    "FUNCTIONS",
+    "GRAMMAR_FILE",
+    "INT",
+    "KEYWORD_VALUES",
+    "NUMBER",
+    "SHAPE",
+    "TABLES_FILE",
+    "TENSOR",
+    "TENSORS",
+    "Evaluation",
+    "Function",
+    "Keyword",
+    "Param",
+    "Program",
+    "Seq",
+    "check_program_length",
+    "compile_program",
+    "grammar_text",
+    "np_linalg_error",
+    "parse",
+    "parser_tables",
+    "suggest",
+    "to_tensor",
+]
