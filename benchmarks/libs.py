@@ -21,7 +21,7 @@ DISPLAY = {
 
 # What ``import LIB`` means for the memory baseline and for the availability check.
 IMPORTS = {
-    GRADCLI: ("numpy", "gradcli", "gradcli.engine"),
+    GRADCLI: ("numpy", "gradcli", "gradcli.autograd"),
     NUMPY: ("numpy",),
     TORCH: ("numpy", "torch"),
     AUTOGRAD: ("numpy", "autograd", "autograd.numpy"),

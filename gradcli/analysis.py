@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engine as E
+from . import autograd as E
 from .api import Setup, check_norm_type, prepare
 from .errors import InputError, ShapeError
 from .io import json_array
@@ -62,7 +62,7 @@ def _jacobian_of(setup: Setup, seed: int) -> tuple[np.ndarray, dict[str, np.ndar
         for i in range(out.size):
             onehot = np.zeros(out.size, dtype=out.dtype)
             onehot[i] = 1.0
-            grads = E.grad(out, wanted, grad_outputs=onehot.reshape(out.shape))
+            grads = E.grad(out, wanted, grad_outputs=onehot.reshape(out.shape), retain_graph=True)
             for name, g in zip(setup.wanted, grads, strict=True):
                 if g is not None:
                     rows[name][i] = g.data.ravel()
@@ -151,7 +151,7 @@ def _hessian_of(setup: Setup, seed: int) -> tuple[np.ndarray, np.ndarray]:
         if g is None or not g.requires_grad:
             continue  # a constant first derivative: its row of the Hessian is zero
         for k in range(sizes[j]):
-            second = E.grad(g[k], wanted)
+            second = E.grad(g[k], wanted, retain_graph=True)
             row = offsets[j] + k
             for i, s in enumerate(second):
                 if s is not None:
@@ -410,6 +410,26 @@ class Graph:
         return "\n".join(lines) + "\n"
 
 
+def _graph_order(
+    root: E.Tensor, made: dict[int, tuple[str, tuple[E.Tensor, ...]]]
+) -> list[E.Tensor]:
+    """Every tensor ``root`` was made from (constants too), inputs before their results:
+    an iterative depth-first walk over the traced ops (a graph may be 100,000 deep)."""
+    order: list[E.Tensor] = []
+    visited: set[int] = set()
+    stack: list[tuple[E.Tensor, bool]] = [(root, False)]
+    while stack:
+        t, done = stack.pop()
+        if done:
+            order.append(t)
+        elif id(t) not in visited:
+            visited.add(id(t))
+            stack.append((t, True))
+            inputs = made.get(id(t), (None, ()))[1]
+            stack.extend((p, False) for p in reversed(inputs) if id(p) not in visited)
+    return order
+
+
 def _short(a: np.ndarray) -> str:
     return np.array2string(np.asarray(a), precision=4, threshold=6, edgeitems=2).replace("\n", " ")
 
@@ -441,13 +461,14 @@ def graph(
         max_elements=max_elements,
         max_program_chars=max_program_chars,
     )
-    with E.computation(max_elements) as fp:
+    with E.computation(max_elements) as fp, E.tracing() as traced:
         leaves = setup.leaves()
         ev = setup.program.run(leaves, dtype=setup.dtype, seed=seed)
         for name, t in ev.bindings.items():
             t.label = name
         out = ev.output
-        order = E.graph_nodes(out)
+        made = {id(t): (op, inputs) for t, op, inputs in traced}
+        order = _graph_order(out, made)
         for t in order:
             if t.requires_grad:
                 t.retain_grad()
@@ -455,17 +476,19 @@ def graph(
         if root.requires_grad:
             root.backward()
     ids = {id(t): k for k, t in enumerate(order)}
-    nodes = [
-        Node(
-            id=ids[id(t)],
-            op=(t.op_name or ("input" if t.label in setup.values else "constant")),
-            label=t.label,
-            value=t.data,
-            grad=None if t.grad is None else t.grad.data,
-            inputs=[ids[id(p)] for p in t.parents],
+    nodes = []
+    for t in order:
+        op, parents = made.get(id(t), (None, ()))
+        nodes.append(
+            Node(
+                id=ids[id(t)],
+                op=op or ("input" if t.label in setup.values else "constant"),
+                label=t.label,
+                value=t.data,
+                grad=None if t.grad is None else t.grad.data,
+                inputs=[ids[id(p)] for p in parents],
+            )
         )
-        for t in order
-    ]
     return Graph(expr, ids[id(out)], nodes, fp.messages())
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import engine as E
+from . import autograd as E
 from .errors import (
     GradcliError,
     InputError,

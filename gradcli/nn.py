@@ -7,8 +7,8 @@ from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
-from . import engine as E
-from .engine import Tensor
+from . import autograd as E
+from .autograd import Tensor
 
 
 def _grads(parameters: Tensor | Iterable[Tensor]) -> list[Any]:

@@ -6,8 +6,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from . import engine as E
-from .engine import Tensor
+from . import autograd as E
+from .autograd import Tensor
 
 
 class Optimizer:
@@ -112,9 +112,9 @@ class Adam(Optimizer):
         v += (1.0 - b2) * g * g
         if self.amsgrad:
             vmax = state["max_exp_avg_sq"]
-            E.np.maximum(vmax, v, out=vmax)
+            E.NUMPY.maximum(vmax, v, out=vmax)
             v = vmax
         bias1 = 1.0 - b1**t
         bias2 = 1.0 - b2**t
-        denom = E.np.sqrt(v) / math.sqrt(bias2) + self.eps
+        denom = E.NUMPY.sqrt(v) / math.sqrt(bias2) + self.eps
         p.data -= (self.lr / bias1) * (m / denom)

@@ -1,11 +1,11 @@
-"""Finite-difference gradient checking for the ``gradcli.engine`` autograd engine.
+"""Finite-difference gradient checking for the ``gradcli.autograd`` engine.
 
 In the spirit of HIPS autograd's ``check_grads``: the analytic vector-Jacobian product that the
 engine's ``backward`` computes is compared with central finite differences of the engine's own
 forward pass, perturbing one input element at a time, all in float64.
 
 The engine is imported lazily (inside the functions), so importing this helper never fails
-even while ``gradcli/engine.py`` is still being written: the tests that use it fail instead.
+even while the engine is being rebuilt: the tests that use it fail instead.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ __all__ = ["check_grads", "numeric_grad", "to_numpy"]
 
 
 def _engine():
-    from gradcli import engine
+    from gradcli import autograd as engine
 
     return engine
 

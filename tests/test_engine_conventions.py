@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from gradcheck import to_numpy
 
-from gradcli import engine as E
+from gradcli import autograd as E
 
 INF = np.inf
 NAN = np.nan
@@ -577,7 +577,7 @@ def test_second_backward_on_same_graph_gives_same_contribution():
 
     twice = [leaf(xv), leaf(Wv), leaf(bv)]
     out = build(*twice)
-    out.backward()
+    out.backward(retain_graph=True)
     out.backward()
     for name, t, g1 in zip("xWb", twice, g_once, strict=True):
         np.testing.assert_allclose(
@@ -593,10 +593,12 @@ def test_intermediate_used_twice_and_second_backward():
     x = leaf([2.0])
     y = x * x  # intermediate reused by both branches below
     out = fn("sum")(y * y + y)  # x**4 + x**2 -> 4x^3 + 2x = 36
-    out.backward()
+    out.backward(retain_graph=True)
     assert_exact(to_numpy(x.grad), [36.0], "d(x^4 + x^2)/dx at 2")
     out.backward()
     assert_exact(to_numpy(x.grad), [72.0], "after a second backward of the same graph")
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        out.backward()
 
 
 def test_long_chain_of_multiplications_no_recursion_error():

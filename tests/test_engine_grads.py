@@ -25,7 +25,8 @@ from samplers import (
     well_conditioned,
 )
 
-from gradcli import engine as E
+from gradcli import autograd as E
+from gradcli.errors import ShapeError
 
 # --------------------------------------------------------------------------------------------
 # helpers
@@ -652,7 +653,7 @@ def test_add_n_of_one_tensor_many_times_and_shape_errors():
     x = E.tensor([1.0, 2.0], requires_grad=True)
     E.sum(fn("add_n")([x] * 1000, [False] + [True] * 499 + [False] * 500)).backward()
     assert x.grad.data.tolist() == [2.0, 2.0]  # 1 - 499 + 500
-    with pytest.raises(E.ShapeError, match=r"sub: shapes \(2,\) and \(3,\)"):
+    with pytest.raises(ShapeError, match=r"sub: shapes \(2,\) and \(3,\)"):
         fn("add_n")([x, x, E.tensor([1.0, 2.0, 3.0])], [False, False, True])
 
 

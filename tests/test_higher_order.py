@@ -45,7 +45,7 @@ from samplers import (
 
 import gradcli
 from gradcli import analysis
-from gradcli import engine as E
+from gradcli import autograd as E
 from gradcli.errors import GradcliError
 
 # --------------------------------------------------------------------------------------------
@@ -102,7 +102,8 @@ def check_hessian(
     wanted = [leaves[i] for i in wrt]
     loss = scalar(*leaves)
     firsts = gradcli.autograd.grad(loss, wanted, create_graph=True)
-    plain = gradcli.autograd.grad(loss, wanted)
+    # the Hessian below walks the same forward graph again: keep its saved values
+    plain = gradcli.autograd.grad(loss, wanted, retain_graph=True)
     for k, (g, p) in enumerate(zip(firsts, plain, strict=True)):
         gd = np.zeros(sizes[k]) if g is None else np.asarray(g.data)
         pd = np.zeros(sizes[k]) if p is None else np.asarray(p.data)
@@ -127,7 +128,7 @@ def check_hessian(
             element = gf[k]
             if not element.requires_grad:
                 continue
-            seconds = gradcli.autograd.grad(element, wanted)
+            seconds = gradcli.autograd.grad(element, wanted, retain_graph=True)
             for i, s in enumerate(seconds):
                 if s is not None:
                     h[offsets[j] + k, offsets[i] : offsets[i + 1]] = np.asarray(s.data).ravel()
@@ -188,14 +189,14 @@ def test_autograd_grad_returns_gradients_without_touching_dot_grad():
     y = gradcli.tensor([0.5, -1.0, 2.0], requires_grad=True)
     x.grad = gradcli.tensor([10.0, 20.0, 30.0])  # an existing .grad must stay as it is
     loss = (x * x * y).sum()
-    gx, gy = gradcli.autograd.grad(loss, [x, y])
+    gx, gy = gradcli.autograd.grad(loss, [x, y], retain_graph=True)
     np.testing.assert_allclose(gx.data, 2 * np.array([1.0, 2.0, 3.0]) * [0.5, -1.0, 2.0])
     np.testing.assert_allclose(gy.data, [1.0, 4.0, 9.0])
     np.testing.assert_array_equal(x.grad.data, [10.0, 20.0, 30.0])
     assert y.grad is None, "autograd.grad must not write .grad"
     assert not gx.requires_grad, "without create_graph the gradient is a constant"
     # a second call gives the same numbers: nothing accumulates
-    gx2, _ = gradcli.autograd.grad(loss, [x, y])
+    gx2, _ = gradcli.autograd.grad(loss, [x, y], retain_graph=True)
     np.testing.assert_array_equal(gx2.data, gx.data)
     # one input given as a tensor (not a list) still gives a tuple
     (only,) = gradcli.autograd.grad(loss, x)
@@ -207,7 +208,9 @@ def test_autograd_grad_with_grad_outputs_is_a_vjp_and_needs_it_for_non_scalars()
     z = x * x  # non-scalar
     with pytest.raises(RuntimeError, match="implicitly created only for scalar outputs"):
         gradcli.autograd.grad(z, [x])
-    (g,) = gradcli.autograd.grad(z, [x], grad_outputs=gradcli.tensor([3.0, -1.0]))
+    (g,) = gradcli.autograd.grad(
+        z, [x], grad_outputs=gradcli.tensor([3.0, -1.0]), retain_graph=True
+    )
     np.testing.assert_allclose(g.data, [2 * 1.0 * 3.0, 2 * 2.0 * -1.0])
     (g2,) = gradcli.autograd.grad(z, [x], grad_outputs=np.array([1.0, 1.0]))
     np.testing.assert_allclose(g2.data, [2.0, 4.0])
@@ -239,7 +242,7 @@ def test_autograd_grad_create_graph_gives_a_differentiable_gradient():
     (g,) = gradcli.autograd.grad(loss, [x], create_graph=True)
     assert g.requires_grad, "with create_graph=True the gradient is part of a graph"
     np.testing.assert_allclose(g.data, [3.0, 12.0])
-    (gg,) = gradcli.autograd.grad(g.sum(), [x])
+    (gg,) = gradcli.autograd.grad(g.sum(), [x], retain_graph=True)
     np.testing.assert_allclose(gg.data, [6.0, 12.0])  # d/dx sum(3 x^2) = 6 x
     # third derivative: d/dx sum(6 x) = 6
     (g2,) = gradcli.autograd.grad(g.sum(), [x], create_graph=True)
@@ -942,16 +945,17 @@ def test_check_fails_at_a_relu_kink_naming_input_and_element():
     assert c.inputs["x"].numeric == pytest.approx(1.5)
 
 
-def _wrong_sin_vjp(m, g, a, c, x):
-    # right everywhere except where x > 1: there the derivative is off by 0.25
-    return g * m.cos(x) + g * ((x > 1.0) * 0.25)
+def _wrong_sin_factor(xp, ans, ctx, x):
+    # sin's rule is a factor (its VJP is g * factor): right everywhere except where x > 1,
+    # where the derivative is off by 0.25
+    return xp.cos(x) + (x > 1.0) * 0.25
 
 
 def test_check_catches_a_wrong_first_derivative_rule(monkeypatch):
     sin = E.OPS["sin"]
     expr, inputs = "sum(sin(x)) + sum(y * y)", {"x": [0.3, -0.4, 1.2, 0.7], "y": [1.0, 2.0]}
     assert analysis.check(expr, inputs).ok, "the real rule passes"
-    monkeypatch.setattr(sin, "vjps", (_wrong_sin_vjp,))
+    monkeypatch.setattr(sin, "local", _wrong_sin_factor)
     c = analysis.check(expr, inputs)
     assert not c.ok
     assert not c.inputs["x"].ok and c.inputs["x"].worst_index == [2]
@@ -965,7 +969,7 @@ def test_check_catches_a_wrong_first_derivative_rule(monkeypatch):
 def test_check_cli_exits_1_with_a_wrong_rule(monkeypatch, capsys):
     from gradcli.cli import app
 
-    monkeypatch.setattr(E.OPS["sin"], "vjps", (_wrong_sin_vjp,))
+    monkeypatch.setattr(E.OPS["sin"], "local", _wrong_sin_factor)
     code = app(args=["check", "sum(sin(x))", "x=[0.3, 1.2]", "--json"], standalone_mode=False)
     out = capsys.readouterr().out
     assert code == 1, out
@@ -982,10 +986,11 @@ def test_check_order_2_passes_on_smooth_functions():
 
 def test_check_order_2_catches_a_wrong_second_derivative(monkeypatch):
     # sin's rule is g * cos(x): its tensor-mode form uses the cos primitive, whose own rule is
-    # then what the second derivative of sin depends on. Break cos's rule (wrong sign):
-    # first derivatives of sin stay right, its second derivative becomes +sin(x).
+    # then what the second derivative of sin depends on. Break cos's rule (wrong sign, the
+    # factor sin(x) instead of -sin(x)): first derivatives of sin stay right, its second
+    # derivative becomes +sin(x).
     expr, inputs = "sum(sin(x))", {"x": [0.3, -0.4, 1.2]}
-    monkeypatch.setattr(E.OPS["cos"], "vjps", (lambda m, g, a, c, x: g * m.sin(x),))
+    monkeypatch.setattr(E.OPS["cos"], "local", lambda xp, ans, ctx, x: xp.sin(x))
     assert analysis.check(expr, inputs, order=1).ok, "first derivatives do not use cos's rule"
     c = analysis.check(expr, inputs, order=2)
     assert not c.ok
@@ -1000,7 +1005,7 @@ def test_check_worst_index_is_where_the_largest_error_is(monkeypatch):
     # every element is wrong (the derivative is 1.5 cos x): the error 0.5 |cos x| is largest
     # at x = 0.3, and the element reported must be that one, with its analytic and numeric
     # values agreeing with max_abs_error.
-    monkeypatch.setattr(E.OPS["sin"], "vjps", (lambda m, g, a, c, x: g * m.cos(x) * 1.5,))
+    monkeypatch.setattr(E.OPS["sin"], "local", lambda xp, ans, ctx, x: xp.cos(x) * 1.5)
     c = analysis.check("sum(sin(x))", {"x": [1.2, 0.3, -0.7]})
     ic = c.inputs["x"]
     assert not ic.ok

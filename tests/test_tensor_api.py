@@ -200,20 +200,31 @@ def test_gradients_accumulate_over_two_backwards() -> None:
     assert b.grad.tolist() == [8.0, 10.0]
 
 
-def test_second_backward_through_the_same_graph_is_allowed_and_accumulates() -> None:
-    # Our documented choice: the graph is kept (retain_graph is accepted and implied).
+def test_second_backward_needs_retain_graph_and_accumulates() -> None:
+    # torch 2.13: backward() frees what the graph saved; retain_graph=True keeps it
     a = gradcli.tensor([3.0, 4.0], requires_grad=True)
     b = gradcli.tensor([5.0, 6.0], requires_grad=True)
     c = a * b + b
     c.retain_grad()
     loss = c.sum()
-    loss.backward()
+    loss.backward(retain_graph=True)
     loss.backward()
     assert a.grad.tolist() == [10.0, 12.0]
     assert b.grad.tolist() == [8.0, 10.0]
     assert c.grad.tolist() == [2.0, 2.0]  # retained grads accumulate too, as in torch
-    loss.backward(retain_graph=True)
-    assert a.grad.tolist() == [15.0, 18.0]
+    with pytest.raises(RuntimeError, match=r"^Trying to backward through the graph a second "
+                       r"time .* Specify retain_graph=True"):  # fmt: skip
+        loss.backward()
+    assert a.grad.tolist() == [10.0, 12.0], "a refused backward adds nothing"
+
+
+def test_a_graph_that_saved_nothing_can_be_walked_again() -> None:
+    # torch raises only when a freed saved value is needed: add and sum save none
+    x = gradcli.tensor([1.0, 2.0], requires_grad=True)
+    loss = (x + x).sum()
+    loss.backward()
+    loss.backward()
+    assert x.grad.tolist() == [4.0, 4.0]
 
 
 def test_zero_grad_in_place_then_backward_starts_from_zero() -> None:

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import engine as E
-from ..engine import Tensor
+from .. import autograd as E
+from ..autograd import Tensor
 from ..errors import (
     DomainError,
     GradcliError,
@@ -25,7 +25,6 @@ from ..errors import (
     ShapeError,
 )
 from .functions import (
-    _RANDOM,
     _REQUIRED,
     AXIS,
     BOOL,
@@ -511,7 +510,7 @@ class _Evaluator:
         positional = [bound[p.name] for p in fn.params]
         context: dict[str, Any] = {}
         if fn.needs_context:
-            if fn.name in _RANDOM:
+            if fn.random:
                 if self._rng is None:
                     self._rng = E.generator(self.seed)
                 context["rng"] = self._rng
@@ -585,5 +584,5 @@ class _Evaluator:
 
 
 def np_linalg_error() -> type[Exception]:
-    """NumPy's LinAlgError, looked up through the engine's backend."""
-    return E.np.linalg.LinAlgError
+    """The backend's error for a singular matrix (NumPy's LinAlgError)."""
+    return E.NUMPY.LinAlgError

@@ -11,7 +11,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .. import engine as E
+from ..autograd.state import no_cycle_collection
 from ..errors import LimitError, ParseError
 from .lexer import _caret, _end_position, _Lexer
 
@@ -192,7 +192,7 @@ def parse(text: str) -> Any:
             context=_caret(text.replace("\x00", " "), line, column),
         )
     try:
-        with E.no_cycle_collection():  # a parse tree has no cycles; rescanning it is waste
+        with no_cycle_collection():  # a parse tree has no cycles; rescanning it is waste
             return _lexer().parse(_parser(), text)
     except UnexpectedToken as e:
         tok = e.token

@@ -1,0 +1,167 @@
+"""The array namespace: everything forward functions and rules may call, on NumPy.
+
+Forward functions and derivative rules never import NumPy; they call the namespace they are
+given (``xp``). What is NumPy-specific lives here and only here: which functions exist and
+under which names, whether a buffer may be added to in place, the error state, scatter-add
+for indexing, summing a broadcast gradient back down (``sum_to``). Another array library
+(Dask, next) is one more module that offers the same names (docs/engine.md, "Backends").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+#: NumPy functions offered under their own names (the array-API subset the rules use)
+_FUNCTIONS = (
+    "negative", "abs", "sign", "floor", "ceil", "round", "sqrt", "square", "exp", "expm1",
+    "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin", "arccos", "arctan",
+    "sinh", "cosh", "tanh", "arcsinh", "arccosh", "arctanh", "add", "subtract", "multiply",
+    "divide", "power", "maximum", "minimum", "arctan2", "where", "matmul", "reshape",
+    "transpose", "swapaxes", "broadcast_to", "flip", "expand_dims", "concatenate", "stack",
+    "cumprod", "zeros", "ones", "zeros_like", "ones_like", "full", "eye", "arange",
+    "linspace", "isfinite", "clip", "less", "less_equal", "greater", "greater_equal", "equal",
+    "not_equal", "argsort", "delete", "asarray", "empty",
+)  # fmt: skip
+_LINALG = ("det", "inv", "solve", "svd")
+
+
+class NumpyBackend:
+    """NumPy as an array namespace. Attributes are plain functions (no method lookup
+    through a class on the hot path)."""
+
+    name = "numpy"
+    ndarray = np.ndarray
+    LinAlgError = np.linalg.LinAlgError
+    float32 = np.float32
+    float64 = np.float64
+
+    if TYPE_CHECKING:  # the functions set in __init__
+
+        def __getattr__(self, name: str) -> Any: ...
+
+    def __init__(self) -> None:
+        for fn in _FUNCTIONS:
+            setattr(self, fn, getattr(np, fn))
+        for fn in _LINALG:
+            setattr(self, fn, getattr(np.linalg, fn))
+
+    # --- reductions with NumPy's keyword spelling ------------------------------------
+    @staticmethod
+    def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return np.sum(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return np.prod(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def max(x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None) -> Any:
+        if initial is None:
+            return np.max(x, axis=axis, keepdims=keepdims)
+        return np.max(x, axis=axis, keepdims=keepdims, initial=initial)
+
+    @staticmethod
+    def min(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        return np.min(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+        """The sum over the count, as np.mean computes it; a mean of nothing is 0 / 0, nan
+        with a counted "invalid value" error, never np.mean's Python warning."""
+        n = _count(x.shape, axis)
+        total = np.sum(x, axis=axis, keepdims=keepdims)
+        return np.divide(total, n, dtype=x.dtype)
+
+    # --- what only this module may know ------------------------------------------------
+    @staticmethod
+    def getitem(x: Any, key: Any) -> Any:
+        return x[key]
+
+    @staticmethod
+    def as_float(mask: Any, like: Any) -> Any:
+        """A boolean mask as 1.0/0.0 in ``like``'s dtype (bool * 1.0 would be float64)."""
+        return mask.astype(like.dtype)
+
+    @staticmethod
+    def astype(x: Any, dtype: Any) -> Any:
+        return x.astype(dtype, copy=False)
+
+    @staticmethod
+    def sum_to(x: Any, shape: tuple[int, ...]) -> Any:
+        """Sum ``x`` down to ``shape``: the adjoint of broadcasting ``shape`` up to x.shape."""
+        if x.shape == shape:
+            return x
+        lead = x.ndim - len(shape)
+        axes = tuple(range(lead)) + tuple(
+            i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1
+        )
+        return x.sum(axis=axes, keepdims=True).reshape(shape)
+
+    @staticmethod
+    def scatter(g: Any, key: tuple[Any, ...], shape: tuple[int, ...]) -> Any:
+        """Zeros of ``shape`` with ``g`` added at ``key``; repeated indices accumulate."""
+        out = np.zeros(shape, dtype=g.dtype)
+        if any(isinstance(k, (np.ndarray, list)) for k in key):
+            np.add.at(out, key, g)
+        else:
+            out[key] = g
+        return out
+
+    @staticmethod
+    def owned(value: Any, g: Any) -> bool:
+        """Whether ``value``, just returned by a rule, is a buffer of its own that later
+        gradient terms may be added into in place: a fresh array, not the incoming
+        gradient ``g``, not a view of another, not a NumPy scalar (which ``+=`` rebinds)."""
+        return type(value) is np.ndarray and value.base is None and value is not g
+
+    @staticmethod
+    def add_into(acc: Any, term: Any) -> None:
+        acc += term
+
+    @staticmethod
+    def copy(x: Any, dtype: Any = None) -> Any:
+        return np.array(x, dtype=dtype, copy=True)
+
+    @staticmethod
+    def quiet() -> Any:
+        """No floating-point reports (the backward pass: 0 * inf in a mask is expected)."""
+        return np.errstate(all="ignore")
+
+    @staticmethod
+    def count_errors(callback: Callable[[str, int], None]) -> Any:
+        """Call ``callback(kind, flag)`` on each floating-point error, in this thread."""
+        return np.errstate(
+            over="call", divide="call", invalid="call", under="ignore", call=callback
+        )
+
+    @staticmethod
+    def all_finite(x: Any) -> bool:
+        return bool(np.isfinite(x).all())
+
+    @staticmethod
+    def default_rng(seed: int) -> Any:
+        return np.random.default_rng(seed)
+
+
+def _count(shape: tuple[int, ...], axis: Any) -> int:
+    if axis is None:
+        n = 1
+        for s in shape:
+            n *= s
+        return n
+    axes = (axis,) if isinstance(axis, int) else axis
+    n = 1
+    for a in axes:
+        n *= shape[a]
+    return n
+
+
+NUMPY = NumpyBackend()
+
+
+def namespace_of(data: Any) -> NumpyBackend:
+    """The array namespace of an array (the only one so far: NumPy)."""
+    return NUMPY

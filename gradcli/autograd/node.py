@@ -1,0 +1,110 @@
+"""Graph nodes, kept apart from tensors (docs/engine.md, "Nodes").
+
+A tensor holds its data, ``grad``, ``requires_grad`` and ``grad_fn``. Its ``grad_fn`` is a
+:class:`Node`: the primitive that made it, the values that primitive's rule *saves* (and
+nothing else), its static context (axes, shapes), a sequence number that orders the
+backward pass, and edges to the nodes of its inputs. A leaf that requires grad is reached
+through an :class:`AccumulateGrad`, which writes its ``.grad``.
+
+Nothing here points from a node back to the tensor it made, except a weak reference when
+that tensor retains its gradient: an intermediate no rule saved dies as soon as forward no
+longer needs it, and a graph has no reference cycles.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .registry import Primitive
+    from .tensor import Tensor
+
+#: every node gets the next number when it is made, so a node's inputs always have smaller
+#: numbers than the node: backward visits nodes by decreasing number
+next_seq = itertools.count().__next__
+
+#: ``Node.saved`` after backward has used and released it
+FREED: tuple[Any, ...] = ("freed",)
+
+FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
+
+
+class Node:
+    """One recorded primitive call: ``grad_fn`` of the tensor it made."""
+
+    __slots__ = ("ans", "ctx", "next", "prim", "retained", "saved", "seq", "shape")
+
+    prim: Primitive
+    #: per input: the Node or AccumulateGrad its gradient goes to, or None (no gradient)
+    next: tuple[Node | AccumulateGrad | None, ...]
+    #: per input, the value the rule reads (None where it reads none), or () when the rule
+    #: reads no input, or FREED after backward
+    saved: tuple[Any, ...]
+    #: the output's value when the rule reads it, else None
+    ans: Any
+    ctx: Any
+    seq: int
+    #: the output's shape: where a gradient broadcast up is summed back to
+    shape: tuple[int, ...]
+    #: a weak reference to the output tensor when it retains its gradient
+    retained: weakref.ref[Tensor] | None
+
+    def name(self) -> str:
+        """torch's name of the backward function: ``MulBackward0``."""
+        return "".join(part.capitalize() for part in self.prim.name.split("_")) + "Backward0"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()}>"
+
+    @property
+    def next_functions(self) -> tuple[tuple[Node | AccumulateGrad | None, int], ...]:
+        return tuple((fn, 0) for fn in self.next)
+
+    def saved_tensors(self) -> tuple[Any, ...]:
+        """The saved inputs as tensors in the graph again (for ``create_graph``): each is
+        the saved value with the edge it came through, so differentiating a rule reaches
+        the same nodes and leaves as the forward pass did."""
+        from .tensor import tensor_on_edge
+
+        saved = self.saved
+        if saved is FREED:
+            raise RuntimeError(FREED_MESSAGE)
+        return tuple(
+            value if value is None or (edge is None and not hasattr(value, "shape"))
+            else tensor_on_edge(value, edge)
+            for value, edge in zip(saved, self.next, strict=True)
+        )  # fmt: skip
+
+
+class AccumulateGrad:
+    """The node of a leaf that requires grad: adds what reaches it into ``variable.grad``."""
+
+    __slots__ = ("__weakref__", "seq", "variable")
+
+    prim = None
+
+    def __init__(self, variable: Tensor) -> None:
+        self.variable = variable
+        self.seq = next_seq()
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.variable.data.shape
+
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return "<AccumulateGrad>"
+
+    @property
+    def next_functions(self) -> tuple[()]:
+        return ()

@@ -1,0 +1,540 @@
+"""One registration per primitive, and everything made from it (docs/engine.md, "Adding a
+primitive").
+
+A registration names the forward function, one vector–Jacobian product (VJP) per input,
+what the VJPs read (``saves``: input names and/or ``"ans"``, the output) and the derivative
+as text. From it come: the op table (:data:`OPS`), the public function ``gradcli.<name>``
+and its Tensor method (:data:`FUNCTIONS`), the function table and signatures of the
+language and of ``gradcli functions``, and the two namespaces rules run on — arrays
+(first-order backward) and tensors (the differentiable namespace of ``create_graph``).
+
+Rules are written once for both namespaces: ``vjp(xp, g, ans, ctx, x, y)`` gets the array
+namespace ``xp``, the incoming gradient ``g``, the output ``ans`` (None unless saved), the
+static context ``ctx``, then the inputs it saves (None for the others; no inputs at all when
+it saves none). An elementwise rule of one input may instead be a *factor* (the VJP is
+``g * factor``) or a *divisor* (``g / divisor``), which lets backward write into ``g`` when
+``g`` is a buffer of its own.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import state as _state
+from .backend import NUMPY
+from .node import Node, next_seq
+from .tensor import Tensor, edge, lift, trace
+
+_ndarray = np.ndarray
+
+#: unary forms: a general VJP, ``g * factor``, ``g / divisor``
+GENERAL, FACTOR, DIVISOR = 0, 1, 2
+
+#: annotations of public functions that tell the language how to read an argument
+Axis = Any  # None, an int or a tuple of ints
+Shape = Any  # ints, or one tuple of ints
+Tensors = Any  # a list of tensors, or one tensor read along its first axis
+
+
+class Primitive:
+    """A primitive operation: forward function, VJPs, what they read, derivative text."""
+
+    __slots__ = (
+        "doc", "form", "fwd", "inputs", "local", "name", "nary", "save_ans", "save_in", "saves",
+        "vjps",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        name: str,
+        fwd: Callable[..., Any],
+        vjps: Sequence[Callable[..., Any] | None],
+        *,
+        saves: Sequence[str],
+        doc: str,
+        inputs: Sequence[str] = ("x",),
+        form: int = GENERAL,
+        local: Callable[..., Any] | None = None,
+        nary: bool = False,
+    ) -> None:
+        unknown = set(saves) - {"ans", *inputs}
+        if unknown:
+            raise ValueError(f"{name}: saves {sorted(unknown)}, which are not among {inputs}")
+        self.name = name
+        self.fwd = fwd
+        self.vjps = tuple(vjps)
+        self.inputs = tuple(inputs)
+        self.saves = tuple(saves)
+        self.save_ans = "ans" in saves
+        #: per input: whether its value is kept; () when no input is kept
+        flags = tuple(n in saves for n in inputs)
+        self.save_in: tuple[bool, ...] = flags if any(flags) else ()
+        self.doc = doc
+        self.form = form
+        self.local = local
+        #: any number of inputs (concatenate, stack, a long sum): one VJP, called as
+        #: ``vjp(xp, g, ans, ctx, i)`` for input i, reading no input values
+        self.nary = nary
+
+    def saved(self, values: Sequence[Any]) -> tuple[Any, ...]:
+        """The values of the inputs a node of this primitive keeps (``values``: arrays)."""
+        if not self.save_in:
+            return ()
+        return tuple([v if keep else None for v, keep in zip(values, self.save_in, strict=True)])
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+OPS: dict[str, Primitive] = {}
+
+
+def primitive(
+    name: str,
+    fwd: Callable[..., Any],
+    *vjps: Callable[..., Any] | None,
+    saves: Sequence[str],
+    doc: str,
+    inputs: Sequence[str] = ("x",),
+    nary: bool = False,
+) -> Primitive:
+    """A primitive whose public function is written by hand (see :func:`public`)."""
+    prim = Primitive(name, fwd, vjps, saves=saves, doc=doc, inputs=inputs, nary=nary)
+    OPS.setdefault(name, prim)
+    return prim
+
+
+# --------------------------------------------------------------------------------------
+# Public functions: gradcli.<name>, Tensor methods, the language's function table
+# --------------------------------------------------------------------------------------
+
+#: how a parameter is read by the language, by its annotation
+KINDS = {
+    "Tensor": "tensor",
+    "Tensors": "tensors",
+    "Axis": "axis",
+    "int": "int",
+    "bool": "bool",
+    "float": "number",
+    "Shape": "shape",
+}
+REQUIRED = inspect.Parameter.empty
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    kind: str
+    default: Any = REQUIRED
+    varargs: bool = False
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    """A public function: how it is called and how it is described."""
+
+    name: str
+    call: Callable[..., Tensor]
+    params: tuple[Param, ...]
+    summary: str
+    derivative: str
+    aliases: tuple[str, ...] = ()
+    #: in the language's function table (``gradcli functions``)
+    language: bool = True
+    #: keyword-only parameters the evaluator fills in (``dtype``, ``rng``)
+    context: tuple[str, ...] = ()
+
+
+#: every public function by name and alias, in registration order
+FUNCTIONS: dict[str, FunctionSpec] = {}
+
+
+def _params_of(fn: Callable[..., Any], language: bool) -> tuple[tuple[Param, ...], tuple[str, ...]]:
+    params, context = [], []
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind is inspect.Parameter.KEYWORD_ONLY:
+            context.append(p.name)
+            continue
+        kind = KINDS.get(str(p.annotation).removesuffix(" | None"), "")
+        if language and not kind:
+            raise ValueError(f"{fn.__name__}: the language cannot read {p.name}: {p.annotation}")
+        varargs = p.kind is inspect.Parameter.VAR_POSITIONAL
+        params.append(Param(p.name, kind, REQUIRED if varargs else p.default, varargs))
+    return tuple(params), tuple(context)
+
+
+def _install(
+    name: str,
+    call: Callable[..., Tensor],
+    summary: str,
+    derivative: str,
+    *,
+    params: tuple[Param, ...] | None = None,
+    aliases: Sequence[str] = (),
+    method: bool | str = True,
+    language: bool = True,
+    api_aliases: Sequence[str] = (),
+) -> FunctionSpec:
+    context: tuple[str, ...] = ()
+    if params is None:
+        params, context = _params_of(call, language)
+    if any(p.name in ("axis", "keepdims") for p in params):
+        call = torch_keywords(call)
+    spec = FunctionSpec(name, call, params, summary, derivative, tuple(aliases), language, context)
+    for key in (name, *aliases):
+        if key in FUNCTIONS:
+            raise ValueError(f"{key} is registered twice")
+        FUNCTIONS[key] = spec
+    for key in api_aliases:  # gradcli.<key> only: not in the language, no method
+        FUNCTIONS[key] = FunctionSpec(key, call, params, summary, derivative, (), False, context)
+    if method:
+        for key in (name, *aliases) if method is True else (method,):
+            setattr(Tensor, key, _as_method(call))
+    return spec
+
+
+def _as_method(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = getattr(fn, "__name__", "method")
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def torch_keywords(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """``fn`` also accepting torch's spellings: ``dim`` for ``axis``, ``keepdim`` for
+    ``keepdims`` (``gradcli.sum(x, dim=0, keepdim=True)``, ``x.sum(dim=0)``)."""
+
+    def call(*args: Any, **kwargs: Any) -> Tensor:
+        if kwargs:
+            if "dim" in kwargs:
+                kwargs["axis"] = kwargs.pop("dim")
+            if "keepdim" in kwargs:
+                kwargs["keepdims"] = kwargs.pop("keepdim")
+        return fn(*args, **kwargs)
+
+    call.__name__ = getattr(fn, "__name__", "call")
+    call.__doc__ = fn.__doc__
+    call.__wrapped__ = fn  # type: ignore[attr-defined]
+    return call
+
+
+def public(
+    prim: Primitive | None,
+    summary: str,
+    *,
+    derivative: str | None = None,
+    aliases: Sequence[str] = (),
+    method: bool | str = True,
+    language: bool = True,
+    name: str | None = None,
+    api_aliases: Sequence[str] = (),
+) -> Callable[[Callable[..., Tensor]], Callable[..., Tensor]]:
+    """Register a hand-written public function (its language signature is its Python
+    signature: annotations ``Tensor``, ``Tensors``, ``Axis``, ``int``, ``bool``,
+    ``float``, ``Shape``). With a primitive, the function receives it first."""
+
+    def register(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+        call: Callable[..., Tensor] = fn
+        if prim is not None:
+            call = functools.partial(fn, prim)
+            for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
+                setattr(call, attr, getattr(fn, attr))
+        rule = derivative if derivative is not None else prim.doc if prim else ""
+        spec = _install(
+            name or fn.__name__,
+            call,
+            summary,
+            rule,
+            aliases=aliases,
+            method=method,
+            language=language,
+            api_aliases=api_aliases,
+        )
+        return spec.call
+
+    return register
+
+
+# --------------------------------------------------------------------------------------
+# The elementwise families: one call makes the primitive and its public function
+# --------------------------------------------------------------------------------------
+
+
+def unary(
+    name: str,
+    fwd: Callable[..., Any] | str,
+    *,
+    saves: Sequence[str],
+    doc: str,
+    summary: str,
+    factor: Callable[..., Any] | None = None,
+    divisor: Callable[..., Any] | None = None,
+    vjp: Callable[..., Any] | None = None,
+    aliases: Sequence[str] = (),
+    public_name: str | None = None,
+    language: bool = True,
+    method: bool = True,
+    api_aliases: Sequence[str] = (),
+) -> Callable[[Any], Tensor]:
+    """An elementwise primitive of one input, ``fwd(xp, x)`` (or the name of the
+    namespace's function, ``"exp"``). Give its derivative as
+    exactly one of ``factor(xp, ans, ctx[, x])`` (the VJP is ``g * factor``),
+    ``divisor(...)`` (``g / divisor``) or ``vjp(xp, g, ans, ctx[, x])``."""
+    forms = [(FACTOR, factor), (DIVISOR, divisor), (GENERAL, vjp)]
+    given = [(form, fn) for form, fn in forms if fn is not None]
+    if len(given) != 1:
+        raise ValueError(f"{name}: give exactly one of factor, divisor, vjp")
+    form, fn = given[0]
+    fwd, run = _forward(fwd)
+    prim = Primitive(name, fwd, [fn], saves=saves, doc=doc, form=form, local=fn)
+    OPS[name] = prim
+    save_x = bool(prim.save_in)
+    save_ans = prim.save_ans
+
+    def apply(x: Any) -> Tensor:
+        if type(x) is not Tensor:
+            x = lift(x)
+        xd = x.data
+        out = run(xd)
+        t = Tensor.__new__(Tensor)
+        t.data = out = out if type(out) is _ndarray else np.asarray(out)
+        t.grad = None
+        t.label = None
+        mode = _state.STATE.mode
+        if mode and x.requires_grad:
+            node = Node.__new__(Node)
+            node.prim = prim
+            node.next = (edge(x),)
+            node.saved = (xd,) if save_x else ()
+            node.ans = out if save_ans else None
+            node.ctx = None
+            node.seq = next_seq()
+            node.shape = out.shape
+            node.retained = None
+            t.requires_grad = True
+            t.grad_fn = node
+            if mode == _state.TRACE:
+                trace(t, name, (x,))
+        else:
+            t.requires_grad = False
+            t.grad_fn = None
+            t._acc = None
+        return t
+
+    apply.__name__ = public_name or name
+    apply.__doc__ = f"Elementwise {summary}; its VJP: {doc}."
+    _install(
+        public_name or name,
+        apply,
+        summary,
+        doc,
+        params=(Param("x", "tensor"),),
+        aliases=aliases,
+        method=method,
+        language=language,
+        api_aliases=api_aliases,
+    )
+    return apply
+
+
+def _forward(fwd: Callable[..., Any] | str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """``(fwd(xp, *arrays), the same on NumPy)``; a name is the namespace's function."""
+    if not isinstance(fwd, str):
+        return fwd, functools.partial(fwd, NUMPY)
+    name = fwd
+
+    def call(xp: Any, *arrays: Any) -> Any:
+        return getattr(xp, name)(*arrays)
+
+    call.__name__ = name
+    return call, getattr(NUMPY, name)
+
+
+def binary(
+    name: str,
+    fwd: Callable[..., Any] | str,
+    dx: Callable[..., Any] | None,
+    dy: Callable[..., Any] | None,
+    *,
+    saves: Sequence[str],
+    doc: str,
+    summary: str,
+    public_name: str | None = None,
+    params: tuple[str, str] = ("a", "b"),
+    aliases: Sequence[str] = (),
+    dunder: str | None = None,
+    language: bool = True,
+    api_aliases: Sequence[str] = (),
+) -> Callable[[Any, Any], Tensor]:
+    """An elementwise primitive of two inputs with NumPy broadcasting, ``fwd(xp, x, y)``;
+    VJPs ``dx(xp, g, ans, ctx, x, y)`` and ``dy(...)`` (broadcasting is undone by
+    backward, never in a rule). ``dunder``: the operator (``"add"`` for ``+``)."""
+    fwd, run = _forward(fwd)
+    prim = Primitive(name, fwd, [dx, dy], saves=saves, doc=doc, inputs=("x", "y"))
+    OPS[name] = prim
+    save_x, save_y = prim.save_in or (False, False)
+    keep_inputs = bool(prim.save_in)
+    save_ans = prim.save_ans
+    label = public_name or name
+
+    def apply(x: Any, y: Any) -> Tensor:
+        xd: Any
+        yd: Any
+        tx, ty = type(x), type(y)
+        # Python numbers stay numbers (no constant tensor): NumPy casts them to the other
+        # operand's dtype, as lifting them would, and they need no gradient.
+        if tx is not Tensor:
+            if ty is not Tensor:
+                y = lift(y)
+                ty = Tensor
+            if tx is float or tx is int:
+                xd = float(x)
+            else:
+                x = lift(x, y)
+                tx = Tensor
+                xd = x.data
+        else:
+            xd = x.data
+        if ty is not Tensor:
+            if ty is float or ty is int:
+                yd = float(y)
+            else:
+                y = lift(y, x)
+                ty = Tensor
+                yd = y.data
+        else:
+            yd = y.data
+            # A one-element operand never grows the result: only then is a check needed.
+            if tx is Tensor and xd.shape != yd.shape and xd.size != 1 and yd.size != 1:
+                check_broadcast(label, xd.shape, yd.shape)
+        out = run(xd, yd)
+        t = Tensor.__new__(Tensor)
+        t.data = out = out if type(out) is _ndarray else np.asarray(out)
+        t.grad = None
+        t.label = None
+        mode = _state.STATE.mode
+        if mode and ((tx is Tensor and x.requires_grad) or (ty is Tensor and y.requires_grad)):
+            node = Node.__new__(Node)
+            node.prim = prim
+            node.next = (edge(x), edge(y))
+            node.saved = (xd if save_x else None, yd if save_y else None) if keep_inputs else ()
+            node.ans = out if save_ans else None
+            node.ctx = None
+            node.seq = next_seq()
+            node.shape = out.shape
+            node.retained = None
+            t.requires_grad = True
+            t.grad_fn = node
+            if mode == _state.TRACE:
+                trace(t, name, (x, y))
+        else:
+            t.requires_grad = False
+            t.grad_fn = None
+            t._acc = None
+        return t
+
+    apply.__name__ = label
+    apply.__doc__ = f"Elementwise {summary} with broadcasting; its VJPs: {doc}."
+    _install(
+        label,
+        apply,
+        summary,
+        doc,
+        params=(Param(params[0], "tensor"), Param(params[1], "tensor")),
+        aliases=aliases,
+        method=language,
+        language=language,
+        api_aliases=api_aliases,
+    )
+    if dunder is not None:
+        setattr(Tensor, f"__{dunder}__", lambda self, other: apply(self, other))
+        setattr(Tensor, f"__r{dunder}__", lambda self, other: apply(other, self))
+    return apply
+
+
+def check_broadcast(name: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The broadcast shape, refused when the shapes do not broadcast or the result would
+    be over the element limit."""
+    try:
+        shape = broadcast_shape(*shapes)
+    except ValueError:
+        raise_shapes(name, shapes)
+    _state.check_size(shape, name)
+    return shape
+
+
+def raise_shapes(name: str, shapes: Sequence[tuple[int, ...]]) -> None:
+    from ..errors import ShapeError
+
+    if len(shapes) == 2:
+        raise ShapeError(
+            f"{name}: shapes {shapes[0]} and {shapes[1]} cannot be broadcast together"
+        ) from None
+    shown = ", ".join(map(str, shapes))
+    raise ShapeError(f"{name}: shapes {shown} cannot be broadcast together") from None
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's broadcasting of shapes (np.broadcast_shapes stops at 32 dimensions; arrays
+    may have 64). Raises ValueError when the shapes do not broadcast."""
+    nd = max(len(s) for s in shapes)
+    out = [1] * nd
+    for s in shapes:
+        for i, d in enumerate(s, nd - len(s)):
+            if d != 1:
+                if out[i] != 1 and out[i] != d:
+                    raise ValueError(f"shapes {shapes} cannot be broadcast together")
+                out[i] = d
+    return tuple(out)
+
+
+# --------------------------------------------------------------------------------------
+# The namespaces rules run on, made from the registrations
+# --------------------------------------------------------------------------------------
+
+
+class Namespace:
+    """Attributes only: the functions a rule calls as ``xp.name``."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<{self.name} namespace>"
+
+
+@functools.cache
+def namespaces() -> tuple[Any, Any]:
+    """``(arrays, tensors)``: the array namespace (the backend, plus each primitive's
+    forward function where the backend has no function of its name) and the
+    differentiable namespace (every public function, recorded in the graph)."""
+    arrays = Namespace("array")
+    for key, value in vars(NUMPY).items():
+        setattr(arrays, key, value)
+    for key in dir(type(NUMPY)):
+        if not key.startswith("_"):
+            setattr(arrays, key, getattr(NUMPY, key))
+    for prim_name, prim in OPS.items():
+        if not hasattr(arrays, prim_name):
+            setattr(arrays, prim_name, functools.partial(prim.fwd, NUMPY))
+    tensors = Namespace("tensor")
+    for key in dir(arrays):
+        if not key.startswith("_") and key in FUNCTIONS:
+            setattr(tensors, key, FUNCTIONS[key].call)
+    for key, spec in FUNCTIONS.items():
+        setattr(tensors, key, spec.call)
+    for key, value in TENSOR_ONLY.items():
+        setattr(tensors, key, value)
+    return arrays, tensors
+
+
+#: what the differentiable namespace offers beyond the public functions
+TENSOR_ONLY: dict[str, Any] = {}

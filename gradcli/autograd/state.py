@@ -1,0 +1,213 @@
+"""What an evaluation runs under, kept per thread: grad mode, the element limit, the graph
+trace of ``gradcli graph``, and counted floating-point errors.
+
+Like torch's grad mode, every switch here belongs to the thread that set it: a thread in
+``no_grad()`` never stops another from recording, and a limit one thread sets never
+reaches another (docs/engine.md, "State").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import math
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ..errors import LimitError
+
+DEFAULT_MAX_ELEMENTS = 10**8
+
+#: ``State.mode``: no graph is recorded / recorded / recorded and traced for ``graph``
+NO_GRAD, GRAD, TRACE = 0, 1, 2
+
+
+class State(threading.local):
+    """One thread's switches. ``mode`` is one field so the hot path reads one attribute."""
+
+    def __init__(self) -> None:
+        self.mode = GRAD
+        self.max_elements = DEFAULT_MAX_ELEMENTS
+        #: while tracing: (output tensor, op name, input tensors) of every recorded op
+        self.trace: list[tuple[Any, str, tuple[Any, ...]]] | None = None
+
+
+STATE = State()
+
+
+def is_grad_enabled() -> bool:
+    return STATE.mode != NO_GRAD
+
+
+class _GradMode:
+    """Sets grad mode for a block (a context manager) or for every call of a function (a
+    decorator), in this thread only."""
+
+    __slots__ = ("_enabled", "_prev")
+
+    def __init__(self, enabled: bool) -> None:
+        self._enabled = enabled
+        self._prev: list[int] = []
+
+    def __enter__(self) -> None:
+        state = STATE
+        self._prev.append(state.mode)
+        if not self._enabled:
+            state.mode = NO_GRAD
+        elif state.mode == NO_GRAD:
+            state.mode = GRAD
+
+    def __exit__(self, *exc: object) -> None:
+        STATE.mode = self._prev.pop()
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        enabled = self._enabled
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            with _GradMode(enabled):
+                return fn(*args, **kwargs)
+
+        wrapper.__name__ = getattr(fn, "__name__", "wrapper")
+        wrapper.__doc__ = fn.__doc__
+        return wrapper
+
+
+class no_grad(_GradMode):
+    """Record no graph in this block (or function), as ``torch.no_grad``."""
+
+    def __init__(self) -> None:
+        super().__init__(False)
+
+
+class enable_grad(_GradMode):
+    """Record the graph in this block even inside ``no_grad``, as ``torch.enable_grad``."""
+
+    def __init__(self) -> None:
+        super().__init__(True)
+
+
+class set_grad_enabled(_GradMode):
+    """Record the graph or not, as ``torch.set_grad_enabled(mode)``."""
+
+
+@contextlib.contextmanager
+def tracing() -> Iterator[list[tuple[Any, str, tuple[Any, ...]]]]:
+    """Record every op with its input tensors (constants too), for ``gradcli graph``."""
+    state = STATE
+    prev_mode, prev_trace = state.mode, state.trace
+    trace: list[tuple[Any, str, tuple[Any, ...]]] = []
+    state.mode, state.trace = TRACE, trace
+    try:
+        yield trace
+    finally:
+        state.mode, state.trace = prev_mode, prev_trace
+
+
+class element_limit:
+    """The largest number of elements one tensor may have, in this block and thread."""
+
+    def __init__(self, max_elements: int) -> None:
+        self.max_elements = max_elements
+        self._prev: list[int] = []
+
+    def __enter__(self) -> None:
+        self._prev.append(STATE.max_elements)
+        STATE.max_elements = self.max_elements
+
+    def __exit__(self, *exc: object) -> None:
+        STATE.max_elements = self._prev.pop()
+
+
+def check_size(shape: Sequence[int], what: str) -> None:
+    """Refuse, before allocating, a tensor of more elements than the limit allows."""
+    n = math.prod(shape)
+    limit = STATE.max_elements
+    if n > limit:
+        raise LimitError(
+            f"{what}: a tensor of shape {tuple(shape)} would have {n:,} elements, over the "
+            f"limit of {limit:,} (raise it with --max-elements)"
+        )
+
+
+class _CollectorPause:
+    """Python's cyclic garbage collector paused while any thread builds or walks a graph.
+
+    Graphs hold no reference cycles (docs/engine.md, "Lifetime"), so reference counting
+    frees them; the collector would only rescan a growing graph again and again, which
+    doubles the time of a 100,000-node program. The collector is process-wide, so the
+    pauses of several threads are counted: the last one to leave turns it back on.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._was_enabled = False
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._depth == 0:
+                self._was_enabled = gc.isenabled()
+                gc.disable()
+            self._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0 and self._was_enabled:
+                gc.enable()
+
+
+_COLLECTOR_PAUSE = _CollectorPause()
+
+
+def no_cycle_collection() -> _CollectorPause:
+    return _COLLECTOR_PAUSE
+
+
+class floating_errors:
+    """Count NumPy's floating-point errors (overflow, invalid value, division by zero)
+    instead of printing one warning per operation; report each kind once afterwards.
+
+    NumPy's error state is per thread (a context variable), so counts never mix threads.
+    No op of the engine issues a Python warning of its own (``mean`` of nothing divides by
+    zero instead of warning), so no process-wide warning filter is touched.
+    """
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self._errstate: Any = None
+
+    def _count(self, kind: str, flag: int) -> None:
+        kind = f"{kind} encountered"
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+
+    def __enter__(self) -> floating_errors:
+        from .backend import NUMPY
+
+        self._errstate = NUMPY.count_errors(self._count)
+        self._errstate.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._errstate.__exit__(*exc)
+
+    def messages(self) -> list[str]:
+        return [
+            f"{kind} in {n} operation{'s' if n != 1 else ''}"
+            for kind, n in sorted(self.counts.items())
+        ]
+
+
+@contextlib.contextmanager
+def computation(max_elements: int) -> Iterator[floating_errors]:
+    """What every evaluation runs under: grad mode on (an evaluation is self-contained,
+    also inside ``no_grad()``), the element limit, counted floating-point errors (yielded,
+    for the warnings) and no cyclic garbage collection."""
+    with (
+        enable_grad(),
+        element_limit(max_elements),
+        floating_errors() as errors,
+        no_cycle_collection(),
+    ):
+        yield errors

@@ -1,0 +1,373 @@
+"""The tensor: an array with ``grad``, ``requires_grad`` and ``grad_fn``, as PyTorch's.
+
+Operators and methods (``x + y``, ``x.sum()``) are installed by the registry from each
+primitive's registration; this module holds what every tensor is, how leaves are made, and
+how one primitive call is recorded (:func:`record`).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .backend import NUMPY
+from .node import FREED, AccumulateGrad, Node, next_seq
+from .state import NO_GRAD, STATE, TRACE
+
+_ndarray = np.ndarray
+
+
+class Tensor:
+    """An n-dimensional array that records the operations made on it, for backpropagation."""
+
+    __slots__ = ("__weakref__", "_acc", "data", "grad", "grad_fn", "label", "requires_grad")
+    __array_ufunc__ = None  # make ndarray (op) Tensor defer to Tensor's reflected operators
+
+    data: Any
+    grad: Tensor | None
+    requires_grad: bool
+    grad_fn: Node | None
+    #: the name shown by ``gradcli graph`` (an input's or a binding's)
+    label: str | None
+    #: a leaf's accumulator, weakly (see :func:`accumulator`)
+    _acc: weakref.ref[AccumulateGrad] | None
+
+    def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None) -> None:
+        arr = np.asarray(data.data if isinstance(data, Tensor) else data, dtype=dtype)
+        if arr.dtype.kind != "f":
+            arr = arr.astype(np.float64)
+        self.data = arr
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self.grad_fn = None
+        self.label = None
+        self._acc = None
+
+    # --- basic properties ---------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.data.shape
+
+    @property
+    def ndim(self) -> int:
+        return self.data.ndim
+
+    @property
+    def dtype(self) -> Any:
+        return self.data.dtype
+
+    @property
+    def size(self) -> int:
+        return self.data.size
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.grad_fn is None
+
+    @property
+    def op_name(self) -> str | None:
+        """The name of the primitive that made this tensor (None for a leaf)."""
+        return None if self.grad_fn is None else self.grad_fn.prim.name
+
+    @property
+    def retains_grad(self) -> bool:
+        fn = self.grad_fn
+        return fn is not None and fn.retained is not None and fn.retained() is self
+
+    def numpy(self) -> Any:
+        """The array itself (no copy), refused while it requires grad, as in torch."""
+        if self.requires_grad:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. "
+                "Use tensor.detach().numpy() instead."
+            )
+        return self.data
+
+    def item(self) -> float:
+        if self.data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self.data.size} elements cannot be converted to Scalar"
+            )
+        return float(self.data.item())
+
+    def __float__(self) -> float:
+        return self.item()
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self.data.size} values is ambiguous")
+        return bool(self.data.item())
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def tolist(self) -> Any:
+        return self.data.tolist()
+
+    def zero_(self) -> Tensor:
+        """Set every element to zero in place (``x.grad.zero_()``)."""
+        self.data[...] = 0
+        return self
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        """Make this leaf collect ``.grad`` (or stop it), in place."""
+        if self.grad_fn is not None:
+            if requires_grad:  # a non-leaf already requires grad: nothing to change
+                return self
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to "
+                "use a computed variable in a subgraph that doesn't require differentiation "
+                "use var_no_grad = var.detach()."
+            )
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def detach(self) -> Tensor:
+        return const(self.data)
+
+    def retain_grad(self) -> None:
+        """Keep the gradient of this non-leaf in ``.grad`` after backward (leaves do)."""
+        fn = self.grad_fn
+        if fn is not None:
+            fn.retained = weakref.ref(self)
+
+    def __repr__(self) -> str:
+        """PyTorch's look: ``tensor([5., 6.])``, ``tensor(10.0995, grad_fn=<SumBackward0>)``."""
+        a = self.data
+        finite = a[np.isfinite(a)]
+        whole = finite.size == 0 or bool(np.all(finite == np.round(finite)))
+        body = np.array2string(
+            a,
+            separator=", ",
+            prefix="tensor(",
+            precision=4,
+            floatmode="maxprec" if whole else "fixed",
+        )
+        extra = ""
+        if a.dtype != np.float64:
+            extra += f", dtype={a.dtype}"
+        if self.grad_fn is not None:
+            extra += f", grad_fn={self.grad_fn!r}"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"tensor({body}{extra})"
+
+    __str__ = __repr__
+    __hash__ = object.__hash__
+
+    if TYPE_CHECKING:
+        # Installed by the registry from each registration (docs/engine.md): operators,
+        # and a method for every function torch has as one (x.sum(), x.tanh(), x.T).
+        def __add__(self, other: Any) -> Tensor: ...
+        def __radd__(self, other: Any) -> Tensor: ...
+        def __sub__(self, other: Any) -> Tensor: ...
+        def __rsub__(self, other: Any) -> Tensor: ...
+        def __mul__(self, other: Any) -> Tensor: ...
+        def __rmul__(self, other: Any) -> Tensor: ...
+        def __truediv__(self, other: Any) -> Tensor: ...
+        def __rtruediv__(self, other: Any) -> Tensor: ...
+        def __pow__(self, other: Any) -> Tensor: ...
+        def __rpow__(self, other: Any) -> Tensor: ...
+        def __matmul__(self, other: Any) -> Tensor: ...
+        def __rmatmul__(self, other: Any) -> Tensor: ...
+        def __neg__(self) -> Tensor: ...
+        def __abs__(self) -> Tensor: ...
+        def __getitem__(self, key: Any) -> Tensor: ...
+        def __lt__(self, other: Any) -> Tensor: ...
+        def __le__(self, other: Any) -> Tensor: ...
+        def __gt__(self, other: Any) -> Tensor: ...
+        def __ge__(self, other: Any) -> Tensor: ...
+        def __eq__(self, other: Any) -> Tensor: ...  # type: ignore[override]
+        def __ne__(self, other: Any) -> Tensor: ...  # type: ignore[override]
+        def __getattr__(self, name: str) -> Any: ...
+
+    # In-place arithmetic: on data when no graph is recorded (an optimiser's step under
+    # no_grad), refused on a leaf that requires grad (as torch), out of place otherwise.
+    def _inplace(self, other: Any, op: str) -> Tensor:
+        from . import registry
+
+        if STATE.mode != NO_GRAD and (self.requires_grad or getattr(other, "requires_grad", False)):
+            if self.requires_grad and self.grad_fn is None:
+                raise RuntimeError(
+                    "a leaf Variable that requires grad is being used in an in-place operation."
+                )
+            return registry.FUNCTIONS[op].call(self, other)
+        ufunc = getattr(NUMPY, op)
+        ufunc(self.data, other.data if isinstance(other, Tensor) else other, out=self.data)
+        return self
+
+    def __iadd__(self, other: Any) -> Tensor:
+        return self._inplace(other, "add")
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self._inplace(other, "subtract")
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self._inplace(other, "multiply")
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self._inplace(other, "divide")
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    # --- backpropagation ------------------------------------------------------------
+    def backward(
+        self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
+    ) -> None:
+        """Accumulate d self / d leaf into every leaf's ``.grad`` (PyTorch's semantics).
+
+        The values the graph saved are released afterwards unless ``retain_graph``
+        (default: ``create_graph``); a second backward through them raises, as in torch.
+        """
+        from .backward import backward
+
+        backward(self, gradient, retain_graph, create_graph)
+
+
+def const(data: Any) -> Tensor:
+    """Wrap an array as a tensor that requires no grad (no copy)."""
+    t = Tensor.__new__(Tensor)
+    # NumPy returns scalars, not 0-d arrays, from ufuncs on 0-d input: keep arrays only.
+    t.data = data if type(data) is _ndarray else np.asarray(data)
+    t.grad = None
+    t.requires_grad = False
+    t.grad_fn = None
+    t.label = None
+    t._acc = None
+    return t
+
+
+def leaf(data: Any, requires_grad: bool) -> Tensor:
+    t = const(data)
+    t.requires_grad = bool(requires_grad)
+    return t
+
+
+def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
+    """A new leaf tensor holding a copy of ``data`` (float64 unless ``dtype`` is given)."""
+    if isinstance(data, Tensor):
+        data = data.data
+    arr = np.array(data, dtype=dtype)
+    if arr.dtype.kind != "f":
+        arr = arr.astype(np.float64)
+    return leaf(arr, requires_grad)
+
+
+def from_numpy(arr: Any, requires_grad: bool = False) -> Tensor:
+    """A leaf tensor sharing memory with ``arr`` (no copy), as ``torch.from_numpy``."""
+    return leaf(np.asarray(arr), requires_grad)
+
+
+_SCALARS: dict[tuple[float, str], Tensor] = {}  # constants of Python numbers, by dtype
+
+
+def lift(x: Any, like: Any = None) -> Tensor:
+    """Turn a Python number or array into a constant tensor of ``like``'s dtype.
+
+    Python numbers reuse one read-only constant per value and dtype.
+    """
+    if isinstance(x, Tensor):
+        return x
+    dtype = like.data.dtype if isinstance(like, Tensor) else np.dtype(np.float64)
+    if (type(x) is float or type(x) is int) and x == x and x != 0:  # not nan, not +-0
+        key = (x, dtype.char)
+        t = _SCALARS.get(key)
+        if t is None:
+            if len(_SCALARS) > 4096:
+                _SCALARS.clear()
+            data = np.asarray(x, dtype=dtype)
+            data.flags.writeable = False
+            t = _SCALARS[key] = const(data)
+        return t
+    return const(np.asarray(x, dtype=dtype))
+
+
+def accumulator(x: Tensor) -> AccumulateGrad:
+    """The node of leaf ``x``. The leaf refers to it weakly (it refers to the leaf), so a
+    leaf outliving its graphs holds no node and no cycle is made."""
+    ref = x._acc
+    acc = ref() if ref is not None else None
+    if acc is None:
+        acc = AccumulateGrad(x)
+        x._acc = weakref.ref(acc)
+    return acc
+
+
+def edge(x: Any) -> Node | AccumulateGrad | None:
+    """Where the gradient of an input goes: its node, its leaf's accumulator, or nowhere."""
+    if type(x) is not Tensor:
+        return None
+    fn = x.grad_fn
+    if fn is not None:
+        return fn
+    return accumulator(x) if x.requires_grad else None
+
+
+def tensor_on_edge(value: Any, to: Node | AccumulateGrad | None) -> Tensor:
+    """A tensor of ``value`` whose gradient flows to ``to``: a saved value in the graph again."""
+    t = const(value)
+    if to is None:
+        return t
+    t.requires_grad = True
+    if type(to) is Node:
+        t.grad_fn = to
+    else:
+        t._acc = weakref.ref(to)  # type: ignore[arg-type]
+    return t
+
+
+def record(
+    out: Any,
+    prim: Any,
+    inputs: tuple[Any, ...],
+    saved: tuple[Any, ...] = (),
+    ctx: Any = None,
+) -> Tensor:
+    """The tensor of one primitive call, and its node when grad mode is on and an input
+    requires grad. ``saved``: the input values the rule reads (the caller keeps only
+    those, see ``Primitive.saved``); the output is kept when the primitive reads it."""
+    t = Tensor.__new__(Tensor)
+    t.data = out if type(out) is _ndarray else np.asarray(out)
+    t.grad = None
+    t.label = None
+    mode = STATE.mode
+    if mode:
+        for x in inputs:
+            if type(x) is Tensor and x.requires_grad:
+                node = Node.__new__(Node)
+                node.prim = prim
+                node.next = tuple([edge(i) for i in inputs])
+                node.saved = saved
+                node.ans = t.data if prim.save_ans else None
+                node.ctx = ctx
+                node.seq = next_seq()
+                node.shape = t.data.shape
+                node.retained = None
+                t.requires_grad = True
+                t.grad_fn = node
+                if mode == TRACE:
+                    trace(t, prim.name, inputs)
+                return t
+    t.requires_grad = False
+    t.grad_fn = None
+    t._acc = None
+    return t
+
+
+def trace(t: Tensor, name: str, inputs: tuple[Any, ...]) -> None:
+    """Note one op for ``gradcli graph``, its constant inputs as tensors too."""
+    trace_list = STATE.trace
+    if trace_list is not None:
+        like = next(i for i in inputs if type(i) is Tensor)
+        trace_list.append((t, name, tuple(lift(i, like) for i in inputs)))
+
+
+def backward_released(node: Node) -> bool:
+    return node.saved is FREED
+
+
+Function = Callable[..., Tensor]
