@@ -20,13 +20,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import ShapeError
+from . import registry
 from .backend import NUMPY
-from .node import FREED, FREED_MESSAGE, AccumulateGrad, Node
-from .registry import FACTOR, namespaces
+from .node import FACTOR, FREED, FREED_MESSAGE, AccumulateGrad, Node
 from .state import GRAD, NO_GRAD, STATE
 from .tensor import Tensor, accumulator, const, edge, tensor_on_edge
 
 _ndarray = np.ndarray
+#: gradients of at least this many elements are written into in place when they can be
+INPLACE_MIN = 1 << 14
 _NOT_WANTED = "element 0 of tensors does not require grad and does not have a grad_fn"
 
 
@@ -35,7 +37,7 @@ def _seed(out: Tensor, gradient: Any, what: str, create_graph: bool) -> Any:
     if gradient is None:
         if out.data.size != 1:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
-        g: Any = np.ones_like(out.data)
+        g: Any = _ones(out.data)
     else:
         g = gradient.data if isinstance(gradient, Tensor) else np.asarray(gradient)
         if g.shape != out.data.shape:
@@ -46,6 +48,20 @@ def _seed(out: Tensor, gradient: Any, what: str, create_graph: bool) -> Any:
     if create_graph:
         return gradient if isinstance(gradient, Tensor) else const(g)
     return g
+
+
+_ONES: dict[Any, Any] = {}
+
+
+def _ones(like: Any) -> Any:
+    """A read-only one shaped like the scalar ``like``, made once per dtype and shape:
+    backward never writes into a gradient it did not make."""
+    key = (like.dtype, like.shape)
+    one = _ONES.get(key)
+    if one is None:
+        one = _ONES[key] = np.ones_like(like)
+        one.flags.writeable = False
+    return one
 
 
 def _root(out: Tensor) -> Node | AccumulateGrad:
@@ -102,7 +118,7 @@ def run(
     non-leaves that retain theirs). Otherwise the gradient reaching each target node is
     returned and nothing is written (``autograd.grad``).
     """
-    arrays, tensors = namespaces()
+    arrays, tensors = registry.namespaces()
     xp = tensors if create_graph else arrays
     wanted: dict[Any, list[int]] | None = None
     found: list[Any] = []
@@ -112,31 +128,43 @@ def run(
             if t is not None:
                 wanted.setdefault(t, []).append(i)
         found = [None] * len(targets)
-    grads: dict[Any, Any] = {root: g}
-    owned: set[Any] = set()  # nodes whose gradient buffer is ours to write into in place
-    queue = [(-root.seq, root)]
+    # Gradients that are complete go on `ready` with whether their buffer is ours: the root,
+    # and every node with a single use once its one consumer has run (a chain never waits).
+    # A node with several uses collects its terms in `grads` and waits in `queue`, by
+    # decreasing sequence number, until all of them have arrived.
+    ready: list[tuple[Any, Any, bool]] = [(root, g, False)]
+    grads: dict[Any, Any] = {}
+    owned: set[Any] = set()  # waiting nodes whose gradient buffer is ours to add into
+    queue: list[tuple[int, Any]] = []
     push, popq = heapq.heappush, heapq.heappop
     pop, get = grads.pop, grads.get
+    take = ready.pop
+    ready_append = ready.append
     ndarray = _ndarray
-    is_owned = NUMPY.owned
     state = STATE
     prev_mode = state.mode
     state.mode = GRAD if create_graph else NO_GRAD
     try:
         with NUMPY.quiet():
-            while queue:
-                node: Any = popq(queue)[1]
-                gnode = pop(node)
+            while True:
+                if ready:
+                    node, gnode, own = take()
+                elif queue:
+                    node = popq(queue)[1]
+                    gnode = pop(node)
+                    own = node in owned
+                else:
+                    break
                 prim = node.prim
                 if wanted is not None and node in wanted:
                     for i in wanted[node]:
                         found[i] = gnode
-                    owned.discard(node)  # handed out: never written into again
+                    own = False  # handed out: never written into again
                 if prim is None:
                     if wanted is None:
-                        _accumulate(node.variable, gnode, node in owned, create_graph)
+                        _accumulate(node.variable, gnode, own, create_graph)
                     continue
-                if wanted is None and node.retained is not None:
+                if node.retained is not None and wanted is None:
                     kept = node.retained()
                     if kept is not None:
                         _accumulate(kept, gnode, False, create_graph)
@@ -151,58 +179,62 @@ def run(
                     if ans is not None:
                         ans = tensor_on_edge(ans, node)
                 if not retain:
-                    if node.saved:
+                    if saved:
                         node.saved = FREED
                     node.ans = None
                 form = prim.form
-                took = False  # pg is gnode, written into in place: still ours
-                if form:
-                    # one input, elementwise: g * factor or g / divisor, into g when g is
-                    # a buffer of our own of the right shape and dtype
-                    to = node.next[0]
+                nary = prim.nary
+                vjps = prim.vjps
+                # the input shapes where an input was broadcast up (see Primitive.broadcasts)
+                shapes = ctx if prim.broadcasts else None
+                for i, to in enumerate(node.next):
                     if to is None:
                         continue
-                    local = prim.local(xp, ans, ctx, *saved)
-                    if node in owned and (
-                        type(local) is float
-                        or type(local) is ndarray
-                        and local.shape == gnode.shape
-                        and (local.dtype == gnode.dtype or local.dtype.kind == "b")
-                    ):
-                        if form == FACTOR:
-                            np.multiply(gnode, local, out=gnode)
+                    if form:
+                        # one input, elementwise: g * factor or g / divisor, written into g
+                        # when g is a large buffer of our own of the right shape and dtype
+                        local = prim.local(xp, ans, ctx, *saved)
+                        if (
+                            own
+                            and gnode.size >= INPLACE_MIN
+                            and (
+                                type(local) is float
+                                or (
+                                    type(local) is ndarray
+                                    and local.shape == gnode.shape
+                                    and (local.dtype == gnode.dtype or local.dtype.kind == "b")
+                                )
+                            )
+                        ):
+                            if form == FACTOR:
+                                NUMPY.multiply_into(gnode, local)
+                            else:
+                                NUMPY.divide_into(gnode, local)
+                            pg = gnode
+                            fresh = True
                         else:
-                            np.divide(gnode, local, out=gnode)
-                        pg = gnode
-                        took = True
-                    elif form == FACTOR:
-                        pg = gnode * local
+                            pg = gnode * local if form == FACTOR else gnode / local
+                            fresh = type(pg) is ndarray
+                        local = None  # not alive while the next rule allocates
                     else:
-                        pg = gnode / local
-                    local = None  # not alive while the next rule allocates
-                    pairs: Any = ((to, pg),)
-                elif prim.nary:
-                    rule = prim.vjps[0]
-                    pairs = [
-                        (to, rule(xp, gnode, ans, ctx, i))
-                        for i, to in enumerate(node.next)
-                        if to is not None
-                    ]
-                else:
-                    pairs = [
-                        (to, rule(xp, gnode, ans, ctx, *saved))
-                        for to, rule in zip(node.next, prim.vjps, strict=True)
-                        if to is not None and rule is not None
-                    ]
-                for to, pg in pairs:
-                    if pg is None:
+                        if nary:
+                            pg = vjps[0](xp, gnode, ans, ctx, i)
+                        else:
+                            rule = vjps[i]
+                            if rule is None:
+                                continue
+                            pg = rule(xp, gnode, ans, ctx, *saved)
+                            if pg is None:
+                                continue
+                        # a fresh array (not g itself, not a view, not a NumPy scalar, which
+                        # += would only rebind) can take later terms in place
+                        fresh = type(pg) is ndarray and pg.base is None and pg is not gnode
+                    if shapes is not None and pg.shape != shapes[i]:
+                        pg = xp.sum_to(pg, shapes[i])
+                        fresh = type(pg) is ndarray and pg.base is None
+                    if to.uses == 1:
+                        ready_append((to, pg, fresh))
                         continue
-                    shape = to.shape
-                    if pg.shape != shape:
-                        pg = xp.sum_to(pg, shape)
-                        fresh = is_owned(pg, gnode)
-                    else:
-                        fresh = took or is_owned(pg, gnode)
                     prev = get(to)
                     if prev is None:
                         grads[to] = pg
@@ -220,7 +252,7 @@ def run(
                         if type(total) is ndarray:
                             owned.add(to)
                 # what this node held is released now, not when the next one is visited
-                gnode = pg = prev = pairs = saved = ans = None
+                gnode = pg = prev = saved = ans = None
     finally:
         state.mode = prev_mode
     return found

@@ -25,6 +25,10 @@ if TYPE_CHECKING:
 #: numbers than the node: backward visits nodes by decreasing number
 next_seq = itertools.count().__next__
 
+#: how a primitive of one elementwise input gives its VJP: a general rule, ``g * factor``
+#: or ``g / divisor`` (see registry.unary)
+GENERAL, FACTOR, DIVISOR = 0, 1, 2
+
 #: ``Node.saved`` after backward has used and released it
 FREED: tuple[Any, ...] = ("freed",)
 
@@ -40,7 +44,7 @@ FREED_MESSAGE = (
 class Node:
     """One recorded primitive call: ``grad_fn`` of the tensor it made."""
 
-    __slots__ = ("ans", "ctx", "next", "prim", "retained", "saved", "seq", "shape")
+    __slots__ = ("ans", "ctx", "next", "prim", "retained", "saved", "seq", "uses")
 
     prim: Primitive
     #: per input: the Node or AccumulateGrad its gradient goes to, or None (no gradient)
@@ -50,10 +54,13 @@ class Node:
     saved: tuple[Any, ...]
     #: the output's value when the rule reads it, else None
     ans: Any
+    #: static context; for a primitive that broadcasts, the input shapes (None when no
+    #: input was broadcast): where backward sums a gradient back down
     ctx: Any
     seq: int
-    #: the output's shape: where a gradient broadcast up is summed back to
-    shape: tuple[int, ...]
+    #: how many edges lead here: with exactly one, backward visits this node as soon as
+    #: that one consumer has given its gradient (no queue, no waiting)
+    uses: int
     #: a weak reference to the output tensor when it retains its gradient
     retained: weakref.ref[Tensor] | None
 
@@ -87,17 +94,14 @@ class Node:
 class AccumulateGrad:
     """The node of a leaf that requires grad: adds what reaches it into ``variable.grad``."""
 
-    __slots__ = ("__weakref__", "seq", "variable")
+    __slots__ = ("__weakref__", "seq", "uses", "variable")
 
     prim = None
 
     def __init__(self, variable: Tensor) -> None:
         self.variable = variable
         self.seq = next_seq()
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.variable.data.shape
+        self.uses = 0
 
     def name(self) -> str:
         return "AccumulateGrad"

@@ -28,13 +28,11 @@ import numpy as np
 
 from . import state as _state
 from .backend import NUMPY
-from .node import Node, next_seq
-from .tensor import Tensor, edge, lift, trace
+from .node import DIVISOR, FACTOR, GENERAL, Node, next_seq
+from .tensor import Tensor, accumulator, lift, trace
 
 _ndarray = np.ndarray
 
-#: unary forms: a general VJP, ``g * factor``, ``g / divisor``
-GENERAL, FACTOR, DIVISOR = 0, 1, 2
 
 #: annotations of public functions that tell the language how to read an argument
 Axis = Any  # None, an int or a tuple of ints
@@ -46,8 +44,8 @@ class Primitive:
     """A primitive operation: forward function, VJPs, what they read, derivative text."""
 
     __slots__ = (
-        "doc", "form", "fwd", "inputs", "local", "name", "nary", "save_ans", "save_in", "saves",
-        "vjps",
+        "broadcasts", "doc", "form", "fwd", "inputs", "local", "name", "nary", "save_ans",
+        "save_in", "saves", "vjps",
     )  # fmt: skip
 
     def __init__(
@@ -62,6 +60,7 @@ class Primitive:
         form: int = GENERAL,
         local: Callable[..., Any] | None = None,
         nary: bool = False,
+        broadcasts: bool = False,
     ) -> None:
         unknown = set(saves) - {"ans", *inputs}
         if unknown:
@@ -81,6 +80,9 @@ class Primitive:
         #: any number of inputs (concatenate, stack, a long sum): one VJP, called as
         #: ``vjp(xp, g, ans, ctx, i)`` for input i, reading no input values
         self.nary = nary
+        #: inputs may be broadcast up to the output's shape: a node's ctx then holds the
+        #: input shapes (None when none was), and backward sums each gradient back down
+        self.broadcasts = broadcasts
 
     def saved(self, values: Sequence[Any]) -> tuple[Any, ...]:
         """The values of the inputs a node of this primitive keeps (``values``: arrays)."""
@@ -103,9 +105,12 @@ def primitive(
     doc: str,
     inputs: Sequence[str] = ("x",),
     nary: bool = False,
+    broadcasts: bool = False,
 ) -> Primitive:
     """A primitive whose public function is written by hand (see :func:`public`)."""
-    prim = Primitive(name, fwd, vjps, saves=saves, doc=doc, inputs=inputs, nary=nary)
+    prim = Primitive(
+        name, fwd, vjps, saves=saves, doc=doc, inputs=inputs, nary=nary, broadcasts=broadcasts
+    )
     OPS.setdefault(name, prim)
     return prim
 
@@ -298,26 +303,33 @@ def unary(
     OPS[name] = prim
     save_x = bool(prim.save_in)
     save_ans = prim.save_ans
+    state = _state.STATE
+    new_tensor, new_node = Tensor.__new__, Node.__new__
 
+    # The hot path of every elementwise op: record() written out, the edge inlined.
     def apply(x: Any) -> Tensor:
         if type(x) is not Tensor:
             x = lift(x)
         xd = x.data
         out = run(xd)
-        t = Tensor.__new__(Tensor)
+        t = new_tensor(Tensor)
         t.data = out = out if type(out) is _ndarray else np.asarray(out)
         t.grad = None
         t.label = None
-        mode = _state.STATE.mode
+        mode = state.mode
         if mode and x.requires_grad:
-            node = Node.__new__(Node)
+            node = new_node(Node)
             node.prim = prim
-            node.next = (edge(x),)
+            to = x.grad_fn
+            if to is None:
+                to = accumulator(x)
+            to.uses += 1
+            node.next = (to,)
             node.saved = (xd,) if save_x else ()
             node.ans = out if save_ans else None
             node.ctx = None
             node.seq = next_seq()
-            node.shape = out.shape
+            node.uses = 0
             node.retained = None
             t.requires_grad = True
             t.grad_fn = node
@@ -378,58 +390,58 @@ def binary(
     VJPs ``dx(xp, g, ans, ctx, x, y)`` and ``dy(...)`` (broadcasting is undone by
     backward, never in a rule). ``dunder``: the operator (``"add"`` for ``+``)."""
     fwd, run = _forward(fwd)
-    prim = Primitive(name, fwd, [dx, dy], saves=saves, doc=doc, inputs=("x", "y"))
+    prim = Primitive(name, fwd, [dx, dy], saves=saves, doc=doc, inputs=("x", "y"), broadcasts=True)
     OPS[name] = prim
     save_x, save_y = prim.save_in or (False, False)
     keep_inputs = bool(prim.save_in)
     save_ans = prim.save_ans
+    state = _state.STATE
+    new_tensor, new_node = Tensor.__new__, Node.__new__
     label = public_name or name
 
+    # The hot path of every elementwise op of two inputs: record() written out, the edges
+    # inlined. A Python number becomes a cached constant (a 0-d array: NumPy adds one of
+    # those to an array faster than it converts a float).
     def apply(x: Any, y: Any) -> Tensor:
-        xd: Any
-        yd: Any
-        tx, ty = type(x), type(y)
-        # Python numbers stay numbers (no constant tensor): NumPy casts them to the other
-        # operand's dtype, as lifting them would, and they need no gradient.
-        if tx is not Tensor:
-            if ty is not Tensor:
-                y = lift(y)
-                ty = Tensor
-            if tx is float or tx is int:
-                xd = float(x)
-            else:
-                x = lift(x, y)
-                tx = Tensor
-                xd = x.data
-        else:
-            xd = x.data
-        if ty is not Tensor:
-            if ty is float or ty is int:
-                yd = float(y)
-            else:
-                y = lift(y, x)
-                ty = Tensor
-                yd = y.data
-        else:
-            yd = y.data
+        if type(x) is not Tensor:
+            x = lift(x, y)
+        if type(y) is not Tensor:
+            y = lift(y, x)
+        xd = x.data
+        yd = y.data
+        xs = xd.shape
+        ys = yd.shape
+        shapes = None
+        if xs != ys:
+            shapes = (xs, ys)  # backward sums the gradients back down
             # A one-element operand never grows the result: only then is a check needed.
-            if tx is Tensor and xd.shape != yd.shape and xd.size != 1 and yd.size != 1:
-                check_broadcast(label, xd.shape, yd.shape)
+            if xd.size != 1 and yd.size != 1:
+                check_broadcast(label, xs, ys)
         out = run(xd, yd)
-        t = Tensor.__new__(Tensor)
+        t = new_tensor(Tensor)
         t.data = out = out if type(out) is _ndarray else np.asarray(out)
         t.grad = None
         t.label = None
-        mode = _state.STATE.mode
-        if mode and ((tx is Tensor and x.requires_grad) or (ty is Tensor and y.requires_grad)):
-            node = Node.__new__(Node)
+        mode = state.mode
+        if mode and (x.requires_grad or y.requires_grad):
+            tx = x.grad_fn
+            if tx is None and x.requires_grad:
+                tx = accumulator(x)
+            if tx is not None:
+                tx.uses += 1
+            ty = y.grad_fn
+            if ty is None and y.requires_grad:
+                ty = accumulator(y)
+            if ty is not None:
+                ty.uses += 1
+            node = new_node(Node)
             node.prim = prim
-            node.next = (edge(x), edge(y))
+            node.next = (tx, ty)
             node.saved = (xd if save_x else None, yd if save_y else None) if keep_inputs else ()
             node.ans = out if save_ans else None
-            node.ctx = None
+            node.ctx = shapes
             node.seq = next_seq()
-            node.shape = out.shape
+            node.uses = 0
             node.retained = None
             t.requires_grad = True
             t.grad_fn = node
@@ -440,6 +452,9 @@ def binary(
             t.grad_fn = None
             t._acc = None
         return t
+
+    def reflected(x: Any, y: Any) -> Tensor:
+        return apply(y, x)
 
     apply.__name__ = label
     apply.__doc__ = f"Elementwise {summary} with broadcasting; its VJPs: {doc}."
@@ -455,8 +470,8 @@ def binary(
         api_aliases=api_aliases,
     )
     if dunder is not None:
-        setattr(Tensor, f"__{dunder}__", lambda self, other: apply(self, other))
-        setattr(Tensor, f"__r{dunder}__", lambda self, other: apply(other, self))
+        setattr(Tensor, f"__{dunder}__", apply)
+        setattr(Tensor, f"__r{dunder}__", reflected)
     return apply
 
 

@@ -195,8 +195,7 @@ class Tensor:
                     "a leaf Variable that requires grad is being used in an in-place operation."
                 )
             return registry.FUNCTIONS[op].call(self, other)
-        ufunc = getattr(NUMPY, op)
-        ufunc(self.data, other.data if isinstance(other, Tensor) else other, out=self.data)
+        NUMPY.update(op, self.data, other.data if isinstance(other, Tensor) else other)
         return self
 
     def __iadd__(self, other: Any) -> Tensor:
@@ -223,9 +222,7 @@ class Tensor:
         The values the graph saved are released afterwards unless ``retain_graph``
         (default: ``create_graph``); a second backward through them raises, as in torch.
         """
-        from .backward import backward
-
-        backward(self, gradient, retain_graph, create_graph)
+        _backward(self, gradient, retain_graph, create_graph)
 
 
 def const(data: Any) -> Tensor:
@@ -262,28 +259,41 @@ def from_numpy(arr: Any, requires_grad: bool = False) -> Tensor:
     return leaf(np.asarray(arr), requires_grad)
 
 
-_SCALARS: dict[tuple[float, str], Tensor] = {}  # constants of Python numbers, by dtype
+#: constants of Python numbers, by dtype and value (read-only, shared)
+_SCALARS: dict[Any, dict[float, Tensor]] = {}
+_FLOAT64 = np.dtype(np.float64)
 
 
 def lift(x: Any, like: Any = None) -> Tensor:
     """Turn a Python number or array into a constant tensor of ``like``'s dtype.
 
-    Python numbers reuse one read-only constant per value and dtype.
+    Python numbers reuse one read-only constant per value and dtype: ``x * 1.01`` in a loop
+    makes no new array, and NumPy combines a 0-d array with another faster than a float.
     """
-    if isinstance(x, Tensor):
+    if type(x) is Tensor:
         return x
-    dtype = like.data.dtype if isinstance(like, Tensor) else np.dtype(np.float64)
-    if (type(x) is float or type(x) is int) and x == x and x != 0:  # not nan, not +-0
-        key = (x, dtype.char)
-        t = _SCALARS.get(key)
-        if t is None:
-            if len(_SCALARS) > 4096:
-                _SCALARS.clear()
-            data = np.asarray(x, dtype=dtype)
-            data.flags.writeable = False
-            t = _SCALARS[key] = const(data)
-        return t
+    dtype = like.data.dtype if type(like) is Tensor else _FLOAT64
+    tx = type(x)
+    if tx is float or tx is int:
+        by_value = _SCALARS.get(dtype)
+        if by_value is not None:
+            t = by_value.get(x)
+            if t is not None:
+                return t
+        return _scalar(x, dtype)
     return const(np.asarray(x, dtype=dtype))
+
+
+def _scalar(x: float, dtype: Any) -> Tensor:
+    data = np.asarray(x, dtype=dtype)
+    data.flags.writeable = False
+    t = const(data)
+    if x == x and x != 0:  # nan is never found again; -0.0 would be found as 0.0
+        by_value = _SCALARS.setdefault(dtype, {})
+        if len(by_value) > 4096:
+            by_value.clear()
+        by_value[x] = t
+    return t
 
 
 def accumulator(x: Tensor) -> AccumulateGrad:
@@ -305,6 +315,19 @@ def edge(x: Any) -> Node | AccumulateGrad | None:
     if fn is not None:
         return fn
     return accumulator(x) if x.requires_grad else None
+
+
+def link(x: Any) -> Node | AccumulateGrad | None:
+    """:func:`edge`, counted as one more use of its target (see ``Node.uses``)."""
+    if type(x) is not Tensor:
+        return None
+    to = x.grad_fn
+    if to is None:
+        if not x.requires_grad:
+            return None
+        to = accumulator(x)
+    to.uses += 1
+    return to
 
 
 def tensor_on_edge(value: Any, to: Node | AccumulateGrad | None) -> Tensor:
@@ -340,12 +363,12 @@ def record(
             if type(x) is Tensor and x.requires_grad:
                 node = Node.__new__(Node)
                 node.prim = prim
-                node.next = tuple([edge(i) for i in inputs])
+                node.next = tuple([link(i) for i in inputs])
                 node.saved = saved
                 node.ans = t.data if prim.save_ans else None
                 node.ctx = ctx
                 node.seq = next_seq()
-                node.shape = t.data.shape
+                node.uses = 0
                 node.retained = None
                 t.requires_grad = True
                 t.grad_fn = node
@@ -371,3 +394,7 @@ def backward_released(node: Node) -> bool:
 
 
 Function = Callable[..., Tensor]
+
+
+# Last: backward.py needs this module's names, and Tensor.backward needs it.
+from .backward import backward as _backward  # noqa: E402

@@ -26,6 +26,15 @@ def _zero(xp: Any, g: Any, ans: Any, ctx: Any) -> Any:
 TENSOR_ONLY["zeros_like"] = lambda x: const(_np().zeros_like(x.data))
 
 
+def _one_minus_square(a: Any) -> Any:
+    """``1 - a a``. On large arrays as ``-(a a - 1)``, the same bits, where NumPy reuses the
+    temporary ``a a`` for the subtraction (one array less at the peak of backward); on
+    small ones the plain form, one call less."""
+    if a.size >= 1 << 14:
+        return -(a * a - 1.0)
+    return 1.0 - a * a
+
+
 def _sigmoid(xp: Any, x: Any) -> Any:
     # exp of a non-positive number never overflows: stable at |x| = 1000.
     e = xp.exp(-xp.abs(x))
@@ -76,8 +85,7 @@ sinh = unary("sinh", "sinh", factor=lambda xp, ans, ctx, x: xp.cosh(x), saves=("
              doc="g cosh(x)", summary="hyperbolic sine")
 cosh = unary("cosh", "cosh", factor=lambda xp, ans, ctx, x: xp.sinh(x), saves=("x",),
              doc="g sinh(x)", summary="hyperbolic cosine")
-# -(a a - 1) is 1 - a a to the last bit, with one temporary instead of two
-tanh = unary("tanh", "tanh", factor=lambda xp, ans, ctx: -(ans * ans - 1.0), saves=("ans",),
+tanh = unary("tanh", "tanh", factor=lambda xp, ans, ctx: _one_minus_square(ans), saves=("ans",),
              doc="g (1 - tanh(x)^2)", summary="hyperbolic tangent")
 arcsinh = unary("arcsinh", "arcsinh", divisor=lambda xp, ans, ctx, x: xp.sqrt(x * x + 1.0),
                 saves=("x",), doc="g / sqrt(x^2 + 1)", summary="inverse hyperbolic sine",
@@ -186,6 +194,7 @@ _CLIP = Primitive(
     ],
     saves=("x", "lo", "hi"),
     inputs=("x", "lo", "hi"),
+    broadcasts=True,
     doc="g to x where lo <= x <= hi (inclusive); to lo below it, to hi above it",
 )
 
@@ -197,7 +206,8 @@ def clip(prim: Primitive, x: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
     lo, hi = lift(lo, x), lift(hi, x)
     check_broadcast("clip", x.data.shape, lo.data.shape, hi.data.shape)
     data = (x.data, lo.data, hi.data)
-    return record(prim.fwd(_np(), *data), prim, (x, lo, hi), data)
+    shapes = tuple(d.shape for d in data)
+    return record(prim.fwd(_np(), *data), prim, (x, lo, hi), data, shapes)
 
 
 _WHERE = Primitive(
@@ -210,6 +220,7 @@ _WHERE = Primitive(
     ],
     saves=("cond",),
     inputs=("cond", "x", "y"),
+    broadcasts=True,
     doc="g to a where cond is nonzero, else to b; none to cond",
 )
 
@@ -222,7 +233,8 @@ def where(prim: Primitive, cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
     c = const(cond) if type(cond) is _np().ndarray else lift(cond, a)
     check_broadcast("where", c.data.shape, a.data.shape, b.data.shape)
     out = prim.fwd(_np(), c.data, a.data, b.data)
-    return record(out, prim, (c, a, b), (c.data, None, None))
+    shapes = (c.data.shape, a.data.shape, b.data.shape)
+    return record(out, prim, (c, a, b), (c.data, None, None), shapes)
 
 
 def _np() -> Any:
@@ -266,7 +278,7 @@ not_equal = _comparison("not_equal", "ne")
 
 _ADD_N = Primitive(
     "add", lambda xp, *xs: None, [lambda xp, g, ans, ctx, i: g], saves=(), doc="g to every term",
-    nary=True,
+    nary=True, broadcasts=True,
 )  # fmt: skip
 
 
@@ -289,4 +301,4 @@ def add_n(terms: list[Any], negated: list[bool] | None = None) -> Tensor:
         if acc.shape != d.shape and acc.size != 1 and d.size != 1:
             check_broadcast("sub" if neg else "add", acc.shape, d.shape)
         acc = acc + d
-    return record(acc, _ADD_N, tuple(ts))
+    return record(acc, _ADD_N, tuple(ts), ctx=tuple(t.data.shape for t in ts))

@@ -28,6 +28,7 @@ MATMUL = primitive(
     lambda xp, g, ans, ctx, x, y: xp.matmul(swap(xp, x), g),
     saves=("x", "y"),
     inputs=("x", "y"),
+    broadcasts=True,
     doc="dA = g B^T, dB = A^T g (batch axes summed back)",
 )
 
@@ -89,6 +90,7 @@ SOLVE = primitive(
     _solve_vjp_b,
     saves=("a", "b", "ans"),
     inputs=("a", "b"),
+    broadcasts=True,
     doc="db = A^-T g, dA = -db x^T",
 )
 
@@ -104,7 +106,7 @@ def _matmul2(prim: Primitive, x: Tensor, y: Tensor) -> Tensor:
     except ValueError:
         raise ShapeError(f"matmul: batch shapes of {xs} and {ys} cannot be broadcast") from None
     check_size((*batch, xs[-2], ys[-1]), "matmul")
-    return record(NUMPY.matmul(x.data, y.data), prim, (x, y), (x.data, y.data))
+    return record(NUMPY.matmul(x.data, y.data), prim, (x, y), (x.data, y.data), (xs, ys))
 
 
 @public(MATMUL, "matrix product (NumPy's rules); also a @ b")
@@ -237,4 +239,4 @@ def solve(prim: Primitive, a: Tensor, b: Tensor) -> Tensor:
         raise DomainError("solve: the matrix is singular") from None
     except ValueError:
         raise ShapeError(f"solve: shapes {a.data.shape} and {b.data.shape} do not fit") from None
-    return record(data, prim, (a, b), (a.data, b.data))
+    return record(data, prim, (a, b), (a.data, b.data), (a.data.shape, b.data.shape))

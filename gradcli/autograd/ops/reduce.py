@@ -26,6 +26,8 @@ def unreduce(xp: Any, g: Any, ctx: tuple[Any, ...]) -> Any:
 
 
 def _sum_vjp(xp: Any, g: Any, ans: Any, ctx: Any) -> Any:
+    if len(ctx[0]) == len(ctx[2]):  # every axis: g is one value
+        return xp.broadcast_to(g, ctx[2])
     return xp.broadcast_to(unreduce(xp, g, ctx), ctx[2])
 
 
