@@ -321,7 +321,7 @@ def link(x: Any) -> Node | AccumulateGrad | None:
     """:func:`edge`, counted as one more use of its target (see ``Node.uses``)."""
     if type(x) is not Tensor:
         return None
-    to = x.grad_fn
+    to: Node | AccumulateGrad | None = x.grad_fn
     if to is None:
         if not x.requires_grad:
             return None
