@@ -128,6 +128,7 @@ UNARY = {
     "sigmoid": (np_sigmoid, real(-4.0, 4.0)),
     "relu": (np_relu, away0()),
     "softplus": (np_softplus, real(-4.0, 4.0)),
+    "silu": (lambda x: x * np_sigmoid(x), real(-4.0, 4.0)),
     "floor": (np.floor, avoiding(INTEGERS, lo=-2.5, hi=2.5)),
     "ceil": (np.ceil, avoiding(INTEGERS, lo=-2.5, hi=2.5)),
     "round": (np.round, avoiding(HALF_INTEGERS, lo=-2.5, hi=2.5)),

@@ -80,6 +80,7 @@ class TorchNS:
     sigmoid = staticmethod(torch.sigmoid)
     relu = staticmethod(torch.relu)
     softplus = staticmethod(torch.nn.functional.softplus)
+    silu = staticmethod(torch.nn.functional.silu)
     floor = staticmethod(torch.floor)
     ceil = staticmethod(torch.ceil)
     round = staticmethod(torch.round)
@@ -252,6 +253,7 @@ unary("sigmoid", lambda m, x: m.sigmoid(x))
 unary("relu", lambda m, x: m.relu(x))
 # torch's softplus is linear above 20 (an approximation); compare below it.
 unary("softplus", lambda m, x: m.softplus(m.tanh(x) * 15.0))
+unary("silu", lambda m, x: m.silu(x * 3.0))
 unary("floor", lambda m, x: m.floor(x) + x)
 unary("ceil", lambda m, x: m.ceil(x) * x)
 unary("round", lambda m, x: m.round(x * 3.0) * x)
@@ -640,7 +642,7 @@ def test_random_composition_backward_twice_accumulates(seed: int) -> None:
     lg, lt = weighted_loss(rng, [*leaves, *inner])
     if not isinstance(lt, torch.Tensor) or not lt.requires_grad:
         return
-    lg.backward()
+    lg.backward(retain_graph=True)  # both free what the graph saved without it
     lg.backward()
     lt.backward(retain_graph=True)
     lt.backward()

@@ -104,6 +104,10 @@ relu = unary("relu", lambda xp, x: xp.maximum(x, 0), factor=lambda xp, ans, ctx,
 softplus = unary("softplus", _softplus, factor=lambda xp, ans, ctx, x: xp.sigmoid(x),
                  saves=("x",), doc="g sigmoid(x)",
                  summary="log(1 + exp(x)), stable for large |x|")
+silu = unary("silu", lambda xp, x: x * _sigmoid(xp, x),
+             factor=lambda xp, ans, ctx, x: (s := xp.sigmoid(x)) * (1.0 + x * (1.0 - s)),
+             saves=("x",),
+             doc="g s (1 + x (1 - s)), s = sigmoid(x)", summary="x sigmoid(x) (swish)")
 
 floor = unary("floor", "floor", vjp=_zero, saves=(), doc="0",
               summary="largest whole number <= x")
