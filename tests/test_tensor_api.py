@@ -953,3 +953,27 @@ def test_optimizer_accepts_a_generator() -> None:
     ((w - 3.0) ** 2).sum().backward()
     opt.step()
     close(w, [1.4, -1.0])
+
+
+def test_no_grad_and_enable_grad_decorate_with_or_without_parentheses() -> None:
+    # torch 2: @torch.no_grad and @torch.no_grad() both work
+    x = gradcli.tensor([1.0, 2.0], requires_grad=True)
+
+    @gradcli.no_grad
+    def bare(t):
+        return t * 2.0
+
+    @gradcli.no_grad()
+    def called(t):
+        return t * 2.0
+
+    @gradcli.enable_grad
+    def recording(t):
+        return t * 2.0
+
+    assert not bare(x).requires_grad and not called(x).requires_grad
+    assert bare.__name__ == "bare"
+    with gradcli.no_grad():
+        assert recording(x).requires_grad
+        assert not (x * 2.0).requires_grad
+    assert (x * 2.0).requires_grad

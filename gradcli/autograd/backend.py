@@ -55,30 +55,32 @@ class NumpyBackend:
         self.negative = operator.neg
 
     # --- reductions with NumPy's keyword spelling ------------------------------------
+    # np.sum(x) is np.add.reduce(x) behind three Python-level calls (2.5 µs of a small
+    # backward pass): the ufuncs' reduce directly, the same bits.
     @staticmethod
     def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-        return np.sum(x, axis=axis, keepdims=keepdims)
+        return np.add.reduce(x, axis=axis, keepdims=keepdims)
 
     @staticmethod
     def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-        return np.prod(x, axis=axis, keepdims=keepdims)
+        return np.multiply.reduce(x, axis=axis, keepdims=keepdims)
 
     @staticmethod
     def max(x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None) -> Any:
         if initial is None:
-            return np.max(x, axis=axis, keepdims=keepdims)
-        return np.max(x, axis=axis, keepdims=keepdims, initial=initial)
+            return np.maximum.reduce(x, axis=axis, keepdims=keepdims)
+        return np.maximum.reduce(x, axis=axis, keepdims=keepdims, initial=initial)
 
     @staticmethod
     def min(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-        return np.min(x, axis=axis, keepdims=keepdims)
+        return np.minimum.reduce(x, axis=axis, keepdims=keepdims)
 
     @staticmethod
     def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         """The sum over the count, as np.mean computes it; a mean of nothing is 0 / 0, nan
         with a counted "invalid value" error, never np.mean's Python warning."""
         n = _count(x.shape, axis)
-        total = np.sum(x, axis=axis, keepdims=keepdims)
+        total = np.add.reduce(x, axis=axis, keepdims=keepdims)
         return np.divide(total, n, dtype=x.dtype)
 
     @staticmethod

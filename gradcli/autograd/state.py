@@ -74,16 +74,27 @@ class _GradMode:
 
 
 class no_grad(_GradMode):
-    """Record no graph in this block (or function), as ``torch.no_grad``."""
+    """Record no graph in this block (or function), as ``torch.no_grad``: ``with
+    no_grad():``, ``@no_grad()`` or ``@no_grad``."""
 
-    def __init__(self) -> None:
+    def __new__(cls, fn: Callable[..., Any] | None = None) -> Any:
+        if fn is not None:  # @no_grad without parentheses
+            return _GradMode(False)(fn)
+        return super().__new__(cls)
+
+    def __init__(self, fn: Callable[..., Any] | None = None) -> None:
         super().__init__(False)
 
 
 class enable_grad(_GradMode):
     """Record the graph in this block even inside ``no_grad``, as ``torch.enable_grad``."""
 
-    def __init__(self) -> None:
+    def __new__(cls, fn: Callable[..., Any] | None = None) -> Any:
+        if fn is not None:  # @enable_grad without parentheses
+            return _GradMode(True)(fn)
+        return super().__new__(cls)
+
+    def __init__(self, fn: Callable[..., Any] | None = None) -> None:
         super().__init__(True)
 
 
