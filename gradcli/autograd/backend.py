@@ -27,6 +27,10 @@ _FUNCTIONS = (
     "not_equal", "argsort", "delete", "asarray", "empty",
 )  # fmt: skip
 _LINALG = ("det", "inv", "solve", "svd")
+_ADD_REDUCE: Any = np.add.reduce
+_MULTIPLY_REDUCE: Any = np.multiply.reduce
+_MAXIMUM_REDUCE: Any = np.maximum.reduce
+_MINIMUM_REDUCE: Any = np.minimum.reduce
 
 
 class NumpyBackend:
@@ -55,32 +59,32 @@ class NumpyBackend:
         self.negative = operator.neg
 
     # --- reductions with NumPy's keyword spelling ------------------------------------
-    # np.sum(x) is np.add.reduce(x) behind three Python-level calls (2.5 µs of a small
+    # np.sum(x) is _ADD_REDUCE(x) behind three Python-level calls (2.5 µs of a small
     # backward pass): the ufuncs' reduce directly, the same bits.
     @staticmethod
     def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-        return np.add.reduce(x, axis=axis, keepdims=keepdims)
+        return _ADD_REDUCE(x, axis=axis, keepdims=keepdims)
 
     @staticmethod
     def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-        return np.multiply.reduce(x, axis=axis, keepdims=keepdims)
+        return _MULTIPLY_REDUCE(x, axis=axis, keepdims=keepdims)
 
     @staticmethod
     def max(x: Any, axis: Any = None, keepdims: bool = False, initial: Any = None) -> Any:
         if initial is None:
-            return np.maximum.reduce(x, axis=axis, keepdims=keepdims)
-        return np.maximum.reduce(x, axis=axis, keepdims=keepdims, initial=initial)
+            return _MAXIMUM_REDUCE(x, axis=axis, keepdims=keepdims)
+        return _MAXIMUM_REDUCE(x, axis=axis, keepdims=keepdims, initial=initial)
 
     @staticmethod
     def min(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-        return np.minimum.reduce(x, axis=axis, keepdims=keepdims)
+        return _MINIMUM_REDUCE(x, axis=axis, keepdims=keepdims)
 
     @staticmethod
     def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         """The sum over the count, as np.mean computes it; a mean of nothing is 0 / 0, nan
         with a counted "invalid value" error, never np.mean's Python warning."""
         n = _count(x.shape, axis)
-        total = np.add.reduce(x, axis=axis, keepdims=keepdims)
+        total = _ADD_REDUCE(x, axis=axis, keepdims=keepdims)
         return np.divide(total, n, dtype=x.dtype)
 
     @staticmethod
