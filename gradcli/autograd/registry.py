@@ -29,6 +29,7 @@ import numpy as np
 from . import state as _state
 from .backend import NUMPY
 from .node import DIVISOR, FACTOR, GENERAL, Node, next_seq
+from .state import TRACE
 from .tensor import Tensor, accumulator, lift, trace
 
 _ndarray = np.ndarray
@@ -333,7 +334,7 @@ def unary(
             node.retained = None
             t.requires_grad = True
             t.grad_fn = node
-            if mode == _state.TRACE:
+            if mode == TRACE:
                 trace(t, name, (x,))
         else:
             t.requires_grad = False
@@ -445,7 +446,7 @@ def binary(
             node.retained = None
             t.requires_grad = True
             t.grad_fn = node
-            if mode == _state.TRACE:
+            if mode == TRACE:
                 trace(t, name, (x, y))
         else:
             t.requires_grad = False
