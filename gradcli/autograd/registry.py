@@ -156,6 +156,30 @@ class FunctionSpec:
     #: keyword-only parameters the evaluator fills in (``dtype``, ``rng``)
     context: tuple[str, ...] = ()
 
+    @property
+    def needs_context(self) -> bool:
+        return bool(self.context)
+
+    @property
+    def random(self) -> bool:
+        """Draws from the program's generator (it takes ``rng``)."""
+        return "rng" in self.context
+
+    @property
+    def signature(self) -> str:
+        """As the language writes it: ``norm(x, ord=2, axis=none, keepdims=false)``."""
+        parts = []
+        for p in self.params:
+            if p.varargs:
+                parts.append(f"*{p.name}")
+            elif p.default is REQUIRED:
+                parts.append(p.name)
+            else:
+                d = p.default
+                shown = "none" if d is None else str(d).lower() if isinstance(d, bool) else d
+                parts.append(f"{p.name}={shown}")
+        return f"{self.name}({', '.join(parts)})"
+
 
 #: every public function by name and alias, in registration order
 FUNCTIONS: dict[str, FunctionSpec] = {}

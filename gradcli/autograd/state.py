@@ -73,29 +73,31 @@ class _GradMode:
         return wrapper
 
 
-class no_grad(_GradMode):
-    """Record no graph in this block (or function), as ``torch.no_grad``: ``with
-    no_grad():``, ``@no_grad()`` or ``@no_grad``."""
+class _FixedGradMode(_GradMode):
+    """A grad mode of its own (``enabled``): a context manager, or a decorator with or
+    without parentheses (``@no_grad()``, ``@no_grad``), as in torch 2."""
+
+    enabled = True
 
     def __new__(cls, fn: Callable[..., Any] | None = None) -> Any:
-        if fn is not None:  # @no_grad without parentheses
-            return _GradMode(False)(fn)
+        if fn is not None:  # used as @no_grad, without parentheses
+            return _GradMode(cls.enabled)(fn)
         return super().__new__(cls)
 
     def __init__(self, fn: Callable[..., Any] | None = None) -> None:
-        super().__init__(False)
+        super().__init__(self.enabled)
 
 
-class enable_grad(_GradMode):
+class no_grad(_FixedGradMode):
+    """Record no graph in this block (or function), as ``torch.no_grad``."""
+
+    enabled = False
+
+
+class enable_grad(_FixedGradMode):
     """Record the graph in this block even inside ``no_grad``, as ``torch.enable_grad``."""
 
-    def __new__(cls, fn: Callable[..., Any] | None = None) -> Any:
-        if fn is not None:  # @enable_grad without parentheses
-            return _GradMode(True)(fn)
-        return super().__new__(cls)
-
-    def __init__(self, fn: Callable[..., Any] | None = None) -> None:
-        super().__init__(True)
+    enabled = True
 
 
 class set_grad_enabled(_GradMode):

@@ -9,13 +9,10 @@ definition (docs/engine.md, "Adding a primitive").
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ..autograd import FUNCTIONS as REGISTERED
-from ..autograd import Tensor
-from ..autograd.registry import REQUIRED, Param
+from ..autograd.registry import REQUIRED, FunctionSpec, Param
 
 # Parameter kinds: how an argument's value is converted before the engine sees it.
 TENSOR, TENSORS, AXIS, INT, NUMBER, BOOL, SHAPE = (
@@ -30,55 +27,11 @@ TENSOR, TENSORS, AXIS, INT, NUMBER, BOOL, SHAPE = (
 _REQUIRED = REQUIRED
 
 
-@dataclass(frozen=True)
-class Function:
-    name: str
-    call: Callable[..., Tensor]
-    params: tuple[Param, ...]
-    summary: str
-    derivative: str
-    aliases: tuple[str, ...] = ()
-    needs_context: bool = False  # constructors: get dtype (and the generator) as keywords
-    random: bool = False  # draws from the program's generator (``rng``)
+#: a function of the language is the engine's registration of it
+Function = FunctionSpec
 
-    @property
-    def signature(self) -> str:
-        parts = []
-        for p in self.params:
-            if p.varargs:
-                parts.append(f"*{p.name}")
-            elif p.default is _REQUIRED:
-                parts.append(p.name)
-            else:
-                d = p.default
-                shown = "none" if d is None else str(d).lower() if isinstance(d, bool) else d
-                parts.append(f"{p.name}={shown}")
-        return f"{self.name}({', '.join(parts)})"
-
-
-def _table() -> dict[str, Function]:
-    table: dict[str, Function] = {}
-    made: dict[str, Function] = {}
-    for key, spec in REGISTERED.items():
-        if not spec.language:
-            continue
-        fn = made.get(spec.name)
-        if fn is None:
-            fn = made[spec.name] = Function(
-                spec.name,
-                spec.call,
-                spec.params,
-                spec.summary,
-                spec.derivative,
-                spec.aliases,
-                needs_context=bool(spec.context),
-                random="rng" in spec.context,
-            )
-        table[key] = fn
-    return table
-
-
-FUNCTIONS: dict[str, Function] = _table()
+#: every function a program may call, by name and alias
+FUNCTIONS: dict[str, Function] = {key: spec for key, spec in REGISTERED.items() if spec.language}
 
 
 def suggest(name: str, candidates: Any) -> str:
@@ -87,3 +40,9 @@ def suggest(name: str, candidates: Any) -> str:
     if not close:
         return ""
     return " (did you mean " + " or ".join(f"`{c}`" for c in close) + "?)"
+
+
+__all__ = [
+    "AXIS", "BOOL", "FUNCTIONS", "INT", "NUMBER", "SHAPE", "TENSOR", "TENSORS", "Function",
+    "Param", "suggest",
+]  # fmt: skip
