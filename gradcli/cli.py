@@ -1,4 +1,4 @@
-"""The command line: options in, calls to ``api`` and ``present`` out.
+"""The command line: options (:mod:`gradcli.options`) in, calls to ``api`` and ``present`` out.
 
 Imports of NumPy and the engine happen inside the commands, so ``gradcli --help`` starts
 fast. Every failure ends in :func:`_fail`: one line on stderr, the SPEC's exit code, and in
@@ -9,44 +9,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
 
+# not `from . import options`: that asks gradcli.__getattr__ first, which imports the engine
+import gradcli.options as options
+
 from . import __version__
-
-HELP = """gradcli: the value of a tensor expression and the gradient of every input,
-computed by reverse-mode automatic differentiation (the numbers torch.autograd gives)."""
-
-EVAL_HELP = """Evaluate EXPR, backpropagate, and print the value and every gradient.
-
-A non-scalar output is reduced with sum() first (the tutorial's z.sum().backward()),
-unless --grad-output gives the upstream gradient.
-
-\b
-Examples:
-  gradcli eval "a*b+b" a=[3,4] b=[5,6]
-  gradcli eval "h = tanh(W @ x); sum(h**2)" W="randn(3, 3)" x=[1,2,3] --json
-  gradcli eval "-x**2" x=3
-  echo '{"expr": "x*y", "inputs": {"x": 2, "y": 3}}' | gradcli eval - --json
-"""
-
-BATCH_HELP = """Answer NDJSON requests, one JSON response per line, in order.
-
-Each line is a request {"expr": ..., "inputs": {...}, "wrt", "grad_output", "clip_norm",
-"norm_type", "clip_value", "seed", "dtype", "id"}. Every response line is flushed as it is
-written, so gradcli works as a coprocess. A bad line gets an error response (with its
-"input_line") and the stream goes on; the exit code is 1 if any line failed.
-
-\b
-Examples:
-  gradcli batch requests.ndjson > responses.ndjson
-  printf '%s\\n' '{"expr": "sum(a*b)", "inputs": {"a": [1,2], "b": [3,4]}}' | gradcli batch
-  gradcli batch data.ndjson --accumulate | tail -n 1
-"""
 
 
 class _Group(typer.core.TyperGroup):
@@ -83,91 +54,12 @@ app = typer.Typer(
     cls=_Group,
     # plain help: rich-formatted help imports markdown and pygments (+100 ms per --help)
     rich_markup_mode=None,
-    help=HELP,
+    help=options.HELP,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-
-
-class DType(str, Enum):
-    float64 = "float64"
-    float32 = "float32"
-
-
-# ---- options shared by the commands ---------------------------------------------------
-ExprArg = Annotated[
-    str | None,
-    typer.Argument(show_default=False, help='The program, e.g. "a*b+b".'),
-]
-ValuesArg = Annotated[
-    list[str] | None,
-    typer.Argument(
-        metavar="[NAME=VALUE]...",
-        show_default=False,
-        help="Inputs: JSON ([3,4]), @file (.npy .json .csv .txt) or a constant expression.",
-    ),
-]
-FileOpt = Annotated[Path | None, typer.Option("-f", "--file", help="Read the program from FILE.")]
-InputsOpt = Annotated[
-    str | None,
-    typer.Option("--inputs", metavar="FILE|-", help="A JSON object of name -> value."),
-]
-WrtOpt = Annotated[
-    str | None,
-    typer.Option("--wrt", metavar="a,b", help="Inputs that require grad (default: all)."),
-]
-DTypeOpt = Annotated[DType, typer.Option("--dtype", help="Floating-point type.")]
-SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of rand/randn.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
-PrecisionOpt = Annotated[int, typer.Option("--precision", min=0, max=17, help="Digits shown.")]
-FullOpt = Annotated[bool, typer.Option("--full", help="Show every element, no summary.")]
-MaxElementsOpt = Annotated[
-    int,
-    typer.Option("--max-elements", min=1, help="Largest number of elements of one tensor."),
-]
-MaxProgramCharsOpt = Annotated[
-    int,
-    typer.Option("--max-program-chars", min=1, help="Longest program accepted, in characters."),
-]
-MaxStdinBytesOpt = Annotated[
-    int,
-    typer.Option(
-        "--max-stdin-bytes", min=1, help="Most bytes read from stdin (eval -, --inputs -)."
-    ),
-]
-DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks.")]
-GradOutputOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--grad-output", metavar="VALUE", help="Upstream gradient of a non-scalar output."
-    ),
-]
-ClipNormOpt = Annotated[
-    float | None,
-    typer.Option("--clip-norm", metavar="MAX", help="Scale all gradients as clip_grad_norm_."),
-]
-NormTypeOpt = Annotated[
-    str, typer.Option("--norm-type", metavar="P", help="Norm of --clip-norm (number or inf).")
-]
-ClipValueOpt = Annotated[
-    float | None,
-    typer.Option("--clip-value", metavar="V", help="Clamp every gradient into [-V, V]."),
-]
-
-DEFAULT_MAX_ELEMENTS = 10**8
-DEFAULT_MAX_PROGRAM_CHARS = 1_000_000  # as gradcli.language's (not imported: start-up time)
-DEFAULT_MAX_STDIN_BYTES = 16 * 2**20  # one request, as one line of batch
-
-
-@dataclass(frozen=True)
-class _Limits:
-    """The size limits of one command: elements of a tensor, program text, stdin bytes."""
-
-    elements: int
-    program_chars: int
-    stdin_bytes: int
 
 
 def _version(value: bool) -> None:
@@ -188,38 +80,38 @@ def _main(
     """gradcli: values and gradients of tensor expressions."""
 
 
-@app.command("eval", help=EVAL_HELP, no_args_is_help=True)
+@app.command("eval", help=options.EVAL_HELP, no_args_is_help=True)
 def eval_command(
-    expr: ExprArg = None,
-    values: ValuesArg = None,
-    file: FileOpt = None,
-    inputs: InputsOpt = None,
-    wrt: WrtOpt = None,
-    grad_output: GradOutputOpt = None,
-    clip_norm: ClipNormOpt = None,
-    norm_type: NormTypeOpt = "2",
-    clip_value: ClipValueOpt = None,
-    dtype: DTypeOpt = DType.float64,
-    seed: SeedOpt = 0,
-    json_out: JsonOpt = False,
-    precision: PrecisionOpt = 4,
-    full: FullOpt = False,
+    expr: options.ExprArg = None,
+    values: options.ValuesArg = None,
+    file: options.FileOpt = None,
+    inputs: options.InputsOpt = None,
+    wrt: options.WrtOpt = None,
+    grad_output: options.GradOutputOpt = None,
+    clip_norm: options.ClipNormOpt = None,
+    norm_type: options.NormTypeOpt = "2",
+    clip_value: options.ClipValueOpt = None,
+    dtype: options.DTypeOpt = options.DType.float64,
+    seed: options.SeedOpt = 0,
+    json_out: options.JsonOpt = False,
+    precision: options.PrecisionOpt = 4,
+    full: options.FullOpt = False,
     save: Annotated[
         Path | None,
         typer.Option("--save", metavar="FILE.npz", help="Write output and gradients (.npz)."),
     ] = None,
-    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
-    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
-    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
-    debug: DebugOpt = False,
+    max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    debug: options.DebugOpt = False,
 ) -> None:
-    limits = _Limits(max_elements, max_program_chars, max_stdin_bytes)
+    limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug) as state:
         from . import present
         from .api import evaluate, request_id, request_kwargs
         from .errors import InputError
         from .inputs import read_stdin, read_value
-        from .io import dumps, parse_json_text, save_npz
+        from .io import arrays_to_save, dumps, parse_json_text, save_npz
 
         if expr == "-" and file is None:
             if values:
@@ -248,7 +140,7 @@ def eval_command(
             }
         result = evaluate(**kwargs, max_elements=max_elements, max_program_chars=max_program_chars)
         if save is not None:  # before printing: a failed save must not follow a success
-            save_npz(str(save), _arrays_to_save(result))
+            save_npz(str(save), arrays_to_save(result))
         present.print_warnings(result.warnings, present.make_console(stderr=True))
         if json_out:
             _print_line(dumps(result.to_json()))
@@ -256,7 +148,7 @@ def eval_command(
             present.print_result(result, present.make_console(), precision=precision, full=full)
 
 
-@app.command("batch", help=BATCH_HELP)
+@app.command("batch", help=options.BATCH_HELP)
 def batch_command(
     source: Annotated[
         str, typer.Argument(metavar="[FILE|-]", help="NDJSON requests (default: stdin).")
@@ -271,9 +163,9 @@ def batch_command(
     max_line_bytes: Annotated[
         int, typer.Option("--max-line-bytes", min=1, help="Longest request line accepted.")
     ] = 16 * 2**20,
-    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
-    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
-    debug: DebugOpt = False,
+    max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
+    debug: options.DebugOpt = False,
 ) -> None:
     with _failures(True, debug):
         import gc
@@ -297,63 +189,14 @@ def batch_command(
             raise typer.Exit(1)
 
 
-CHECK_HELP = """Compare analytic gradients with central finite differences (float64).
-
-Like torch.autograd.gradcheck: every element of the Jacobian (or, with --order 2, of the
-Hessian) must satisfy |analytic - numeric| <= atol + rtol |numeric|. Exit code 1 when any
-input fails. At a kink (relu at 0) the finite difference is wrong and the check fails.
-
-\b
-Examples:
-  gradcli check "sum(tanh(W @ x))" W="randn(3, 3)" x=[1,2,3]
-  gradcli check "sum(x**3)" x=[1,2] --order 2
-"""
-
-JACOBIAN_HELP = """The full Jacobian d output / d input, shaped output.shape + input.shape.
-
-\b
-Example:
-  gradcli jacobian "a*b+b" a=[3,4] b=[5,6]
-"""
-
-HESSIAN_HELP = """The Hessian of a scalar output with respect to the --wrt inputs.
-
-Computed by differentiating the backward pass (never by finite differences); rows and
-columns are the inputs' elements, flattened and concatenated in order.
-
-\b
-Example:
-  gradcli hessian "sum(x**3)" x=[1,2]
-"""
-
-GRAPH_HELP = """The computation graph: operation, shape, value and gradient of every node.
-
-\b
-Examples:
-  gradcli graph "h = a*b; sum(h + b)" a=[1,2] b=[3,4]
-  gradcli graph "sum(tanh(W @ x))" W="randn(2, 2)" x=[1,2] --dot | dot -Tsvg > graph.svg
-"""
-
-OPTIMIZE_HELP = """Minimise a scalar expression over the --wrt inputs by gradient descent.
-
-Each step does zero_grad(), backward(), the optional --clip-norm/--clip-value, and
-step(): the tutorial's training loop. --no-zero-grad shows what forgetting zero_grad()
-does (gradients accumulate).
-
-\b
-Example:
-  gradcli optimize "sum((x - 3)**2)" x=[0,0] --optimizer adam --lr 0.1 --steps 200
-"""
-
-
 def _program_and_inputs(
     expr: str | None,
     values: list[str] | None,
     file: Path | None,
     inputs: str | None,
-    dtype: DType,
+    dtype: options.DType,
     seed: int,
-    limits: _Limits,
+    limits: options.Limits,
 ) -> tuple[str, dict[str, Any]]:
     from .inputs import read_program_and_inputs
 
@@ -371,10 +214,10 @@ def _analyse(
     file: Path | None,
     inputs: str | None,
     wrt: str | None,
-    dtype: DType,
+    dtype: options.DType,
     seed: int,
-    limits: _Limits,
-    **options: Any,
+    limits: options.Limits,
+    **command_options: Any,
 ) -> Any:
     """Run ``gradcli.analysis.<command>`` on the command line's program and inputs."""
     from . import analysis
@@ -383,7 +226,7 @@ def _analyse(
     run = getattr(analysis, command)
     return run(
         text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
-        max_elements=limits.elements, max_program_chars=limits.program_chars, **options,
+        max_elements=limits.elements, max_program_chars=limits.program_chars, **command_options,
     )  # fmt: skip
 
 
@@ -408,28 +251,28 @@ def _print_warnings(warnings: list[str]) -> None:
         present.print_warnings(warnings, present.make_console(stderr=True))
 
 
-@app.command("check", help=CHECK_HELP, no_args_is_help=True)
+@app.command("check", help=options.CHECK_HELP, no_args_is_help=True)
 def check_command(
-    expr: ExprArg = None,
-    values: ValuesArg = None,
-    file: FileOpt = None,
-    inputs: InputsOpt = None,
-    wrt: WrtOpt = None,
+    expr: options.ExprArg = None,
+    values: options.ValuesArg = None,
+    file: options.FileOpt = None,
+    inputs: options.InputsOpt = None,
+    wrt: options.WrtOpt = None,
     eps: Annotated[float, typer.Option("--eps", help="Finite-difference step.")] = 1e-6,
     rtol: Annotated[float, typer.Option("--rtol", help="Relative tolerance.")] = 1e-5,
     atol: Annotated[float, typer.Option("--atol", help="Absolute tolerance.")] = 1e-8,
     order: Annotated[
         int, typer.Option("--order", min=1, max=2, help="1: gradients, 2: the Hessian.")
     ] = 1,
-    dtype: DTypeOpt = DType.float64,
-    seed: SeedOpt = 0,
-    json_out: JsonOpt = False,
-    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
-    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
-    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
-    debug: DebugOpt = False,
+    dtype: options.DTypeOpt = options.DType.float64,
+    seed: options.SeedOpt = 0,
+    json_out: options.JsonOpt = False,
+    max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    debug: options.DebugOpt = False,
 ) -> None:
-    limits = _Limits(max_elements, max_program_chars, max_stdin_bytes)
+    limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
@@ -442,24 +285,24 @@ def check_command(
             raise typer.Exit(1)
 
 
-@app.command("jacobian", help=JACOBIAN_HELP, no_args_is_help=True)
+@app.command("jacobian", help=options.JACOBIAN_HELP, no_args_is_help=True)
 def jacobian_command(
-    expr: ExprArg = None,
-    values: ValuesArg = None,
-    file: FileOpt = None,
-    inputs: InputsOpt = None,
-    wrt: WrtOpt = None,
-    dtype: DTypeOpt = DType.float64,
-    seed: SeedOpt = 0,
-    json_out: JsonOpt = False,
-    precision: PrecisionOpt = 4,
-    full: FullOpt = False,
-    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
-    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
-    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
-    debug: DebugOpt = False,
+    expr: options.ExprArg = None,
+    values: options.ValuesArg = None,
+    file: options.FileOpt = None,
+    inputs: options.InputsOpt = None,
+    wrt: options.WrtOpt = None,
+    dtype: options.DTypeOpt = options.DType.float64,
+    seed: options.SeedOpt = 0,
+    json_out: options.JsonOpt = False,
+    precision: options.PrecisionOpt = 4,
+    full: options.FullOpt = False,
+    max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    debug: options.DebugOpt = False,
 ) -> None:
-    limits = _Limits(max_elements, max_program_chars, max_stdin_bytes)
+    limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
@@ -470,23 +313,23 @@ def jacobian_command(
         )  # fmt: skip
 
 
-@app.command("hessian", help=HESSIAN_HELP, no_args_is_help=True)
+@app.command("hessian", help=options.HESSIAN_HELP, no_args_is_help=True)
 def hessian_command(
-    expr: ExprArg = None,
-    values: ValuesArg = None,
-    file: FileOpt = None,
-    inputs: InputsOpt = None,
-    wrt: WrtOpt = None,
-    dtype: DTypeOpt = DType.float64,
-    seed: SeedOpt = 0,
-    json_out: JsonOpt = False,
-    precision: PrecisionOpt = 4,
-    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
-    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
-    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
-    debug: DebugOpt = False,
+    expr: options.ExprArg = None,
+    values: options.ValuesArg = None,
+    file: options.FileOpt = None,
+    inputs: options.InputsOpt = None,
+    wrt: options.WrtOpt = None,
+    dtype: options.DTypeOpt = options.DType.float64,
+    seed: options.SeedOpt = 0,
+    json_out: options.JsonOpt = False,
+    precision: options.PrecisionOpt = 4,
+    max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    debug: options.DebugOpt = False,
 ) -> None:
-    limits = _Limits(max_elements, max_program_chars, max_stdin_bytes)
+    limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
@@ -497,24 +340,24 @@ def hessian_command(
         )  # fmt: skip
 
 
-@app.command("graph", help=GRAPH_HELP, no_args_is_help=True)
+@app.command("graph", help=options.GRAPH_HELP, no_args_is_help=True)
 def graph_command(
-    expr: ExprArg = None,
-    values: ValuesArg = None,
-    file: FileOpt = None,
-    inputs: InputsOpt = None,
-    wrt: WrtOpt = None,
+    expr: options.ExprArg = None,
+    values: options.ValuesArg = None,
+    file: options.FileOpt = None,
+    inputs: options.InputsOpt = None,
+    wrt: options.WrtOpt = None,
     dot: Annotated[bool, typer.Option("--dot", help="Write Graphviz DOT text.")] = False,
-    dtype: DTypeOpt = DType.float64,
-    seed: SeedOpt = 0,
-    json_out: JsonOpt = False,
-    precision: PrecisionOpt = 4,
-    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
-    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
-    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
-    debug: DebugOpt = False,
+    dtype: options.DTypeOpt = options.DType.float64,
+    seed: options.SeedOpt = 0,
+    json_out: options.JsonOpt = False,
+    precision: options.PrecisionOpt = 4,
+    max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    debug: options.DebugOpt = False,
 ) -> None:
-    limits = _Limits(max_elements, max_program_chars, max_stdin_bytes)
+    limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
@@ -529,51 +372,45 @@ def graph_command(
         )  # fmt: skip
 
 
-class OptimizerName(str, Enum):
-    sgd = "sgd"
-    momentum = "momentum"
-    adam = "adam"
-
-
-@app.command("optimize", help=OPTIMIZE_HELP, no_args_is_help=True)
+@app.command("optimize", help=options.OPTIMIZE_HELP, no_args_is_help=True)
 def optimize_command(
-    expr: ExprArg = None,
-    values: ValuesArg = None,
-    file: FileOpt = None,
-    inputs: InputsOpt = None,
-    wrt: WrtOpt = None,
+    expr: options.ExprArg = None,
+    values: options.ValuesArg = None,
+    file: options.FileOpt = None,
+    inputs: options.InputsOpt = None,
+    wrt: options.WrtOpt = None,
     steps: Annotated[int, typer.Option("--steps", min=0, help="Number of steps.")] = 100,
     lr: Annotated[float, typer.Option("--lr", help="Learning rate.")] = 0.01,
     optimizer: Annotated[
-        OptimizerName, typer.Option("--optimizer", help="sgd, momentum or adam.")
-    ] = OptimizerName.sgd,
+        options.OptimizerName, typer.Option("--optimizer", help="sgd, momentum or adam.")
+    ] = options.OptimizerName.sgd,
     momentum: Annotated[
         float, typer.Option("--momentum", help="Momentum of the momentum optimizer.")
     ] = 0.9,
-    clip_norm: ClipNormOpt = None,
-    norm_type: NormTypeOpt = "2",
-    clip_value: ClipValueOpt = None,
+    clip_norm: options.ClipNormOpt = None,
+    norm_type: options.NormTypeOpt = "2",
+    clip_value: options.ClipValueOpt = None,
     zero_grad: Annotated[
         bool,
         typer.Option(
             "--zero-grad/--no-zero-grad", help="Zero the gradients before each backward()."
         ),
     ] = True,
-    dtype: DTypeOpt = DType.float64,
-    seed: SeedOpt = 0,
-    json_out: JsonOpt = False,
-    precision: PrecisionOpt = 4,
-    full: FullOpt = False,
-    max_elements: MaxElementsOpt = DEFAULT_MAX_ELEMENTS,
-    max_program_chars: MaxProgramCharsOpt = DEFAULT_MAX_PROGRAM_CHARS,
-    max_stdin_bytes: MaxStdinBytesOpt = DEFAULT_MAX_STDIN_BYTES,
-    debug: DebugOpt = False,
+    dtype: options.DTypeOpt = options.DType.float64,
+    seed: options.SeedOpt = 0,
+    json_out: options.JsonOpt = False,
+    precision: options.PrecisionOpt = 4,
+    full: options.FullOpt = False,
+    max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    debug: options.DebugOpt = False,
 ) -> None:
-    limits = _Limits(max_elements, max_program_chars, max_stdin_bytes)
+    limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
-        with _step_progress(steps) as on_step:
+        with present.step_progress(steps) as on_step:
             result = _analyse(
                 "optimize", expr, values, file, inputs, wrt, dtype, seed, limits,
                 optimizer=optimizer.value, steps=steps, lr=lr, momentum=momentum,
@@ -588,51 +425,8 @@ def optimize_command(
         )  # fmt: skip
 
 
-class _step_progress:
-    """A rich progress bar on stderr while optimising, only when stderr is a terminal."""
-
-    def __init__(self, steps: int) -> None:
-        self.steps = steps
-        self.progress: Any = None
-
-    def __enter__(self) -> Callable[[int, float], None] | None:
-        if not sys.stderr.isatty() or self.steps < 2:
-            return None
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        self.progress = Progress(
-            TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"), console=Console(stderr=True),
-            transient=True,
-        )  # fmt: skip
-        task = self.progress.add_task("optimize", total=self.steps, loss="")
-        self.progress.start()
-
-        def on_step(step: int, loss: float) -> None:
-            self.progress.update(task, completed=step, loss=f"{loss:.6g}")
-
-        return on_step
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-
-
-FUNCTIONS_HELP = """List every function of the language with its signature and derivative rule.
-
-The table is generated from the registry the evaluator uses, and the derivative column
-from the engine's rule table, so it is always what gradcli computes.
-
-\b
-Examples:
-  gradcli functions
-  gradcli functions --json
-"""
-
-
-@app.command("functions", help=FUNCTIONS_HELP)
-def functions_command(json_out: JsonOpt = False) -> None:
+@app.command("functions", help=options.FUNCTIONS_HELP)
+def functions_command(json_out: options.JsonOpt = False) -> None:
     from . import present
     from .io import dumps
     from .language import FUNCTIONS
@@ -680,18 +474,6 @@ def _split_names(text: str | None) -> list[str] | None:
     if text is None:
         return None
     return [n.strip() for n in text.split(",") if n.strip()]
-
-
-def _arrays_to_save(result: Any) -> dict[str, Any]:
-    """Keys of --save: ``output``, ``grad_<name>`` for each input and binding with a grad."""
-    arrays = {"output": result.value}
-    for name, g in result.grads.items():
-        if g is not None:
-            arrays[f"grad_{name}"] = g
-    for name, (_, g) in result.intermediates.items():
-        if g is not None:
-            arrays[f"grad_{name}"] = g
-    return arrays
 
 
 def _print_line(text: str) -> None:

@@ -28,6 +28,7 @@ __all__ = [
     "MAX_DIMS",
     "SUPPORTED_EXTENSIONS",
     "DTypeArg",
+    "arrays_to_save",
     "dumps",
     "json_array",
     "load_file_value",
@@ -579,6 +580,19 @@ def load_file_value(
         except InputError as e:
             raise InputError(f"{e.message} (in file {shown})") from None
     return _load_csv(full, shown, name, dt, max_elements)
+
+
+def arrays_to_save(result: Any) -> dict[str, Any]:
+    """What ``--save`` writes of a ``Result``: ``output``, and ``grad_<name>`` for each input
+    and binding with a gradient."""
+    arrays = {"output": result.value}
+    for name, g in result.grads.items():
+        if g is not None:
+            arrays[f"grad_{name}"] = g
+    for name, (_, g) in result.intermediates.items():
+        if g is not None:
+            arrays[f"grad_{name}"] = g
+    return arrays
 
 
 def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:

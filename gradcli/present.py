@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -495,3 +495,33 @@ def print_optimization(
     console.print(table)
     console.print(Text("loss", style="bold"))
     console.print(loss_plot(opt.losses), soft_wrap=True)
+
+
+class step_progress:
+    """A rich progress bar on stderr while optimising, only when stderr is a terminal."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.progress: Any = None
+
+    def __enter__(self) -> Callable[[int, float], None] | None:
+        if not sys.stderr.isatty() or self.steps < 2:
+            return None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self.progress = Progress(
+            TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"), console=Console(stderr=True),
+            transient=True,
+        )  # fmt: skip
+        task = self.progress.add_task("optimize", total=self.steps, loss="")
+        self.progress.start()
+
+        def on_step(step: int, loss: float) -> None:
+            self.progress.update(task, completed=step, loss=f"{loss:.6g}")
+
+        return on_step
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.progress is not None:
+            self.progress.stop()

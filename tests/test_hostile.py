@@ -496,8 +496,8 @@ def test_element_limit_and_max_elements_flag() -> None:
 
 
 def test_program_length_limit_and_max_program_chars_flag(files: dict[str, Path]) -> None:
-    from gradcli.cli import DEFAULT_MAX_PROGRAM_CHARS
     from gradcli.language import DEFAULT_MAX_PROGRAM_CHARS as language_default
+    from gradcli.options import DEFAULT_MAX_PROGRAM_CHARS
 
     assert language_default == DEFAULT_MAX_PROGRAM_CHARS  # the CLI's copy (import time)
     files["long.gc"].write_text("x+" * (DEFAULT_MAX_PROGRAM_CHARS // 2) + "x", "utf-8")
@@ -573,7 +573,7 @@ def test_stdin_limit_and_max_stdin_bytes_flag() -> None:
 
 
 def test_stdin_over_the_default_limit_is_refused_without_holding_it() -> None:
-    from gradcli.cli import DEFAULT_MAX_STDIN_BYTES
+    from gradcli.options import DEFAULT_MAX_STDIN_BYTES
 
     r = gradcli_run("eval", "-", "--json", stdin=b" " * (DEFAULT_MAX_STDIN_BYTES + 1))
     assert_answered(r, 1)

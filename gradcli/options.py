@@ -1,0 +1,194 @@
+"""The command line's options and help texts: what ``gradcli --help`` and every command's
+``--help`` show, and the option declarations the commands share.
+
+Only typer and the standard library are imported here, so ``gradcli --help`` never loads
+NumPy or the engine; the limits' defaults are copies of the engine's for the same reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+class DType(str, Enum):
+    float64 = "float64"
+    float32 = "float32"
+
+
+class OptimizerName(str, Enum):
+    sgd = "sgd"
+    momentum = "momentum"
+    adam = "adam"
+
+
+DEFAULT_MAX_ELEMENTS = 10**8
+DEFAULT_MAX_PROGRAM_CHARS = 1_000_000  # as gradcli.language's (not imported: start-up time)
+DEFAULT_MAX_STDIN_BYTES = 16 * 2**20  # one request, as one line of batch
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The size limits of one command: elements of a tensor, program text, stdin bytes."""
+
+    elements: int
+    program_chars: int
+    stdin_bytes: int
+
+
+# ---- options shared by the commands ---------------------------------------------------
+ExprArg = Annotated[
+    str | None,
+    typer.Argument(show_default=False, help='The program, e.g. "a*b+b".'),
+]
+ValuesArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        metavar="[NAME=VALUE]...",
+        show_default=False,
+        help="Inputs: JSON ([3,4]), @file (.npy .json .csv .txt) or a constant expression.",
+    ),
+]
+FileOpt = Annotated[Path | None, typer.Option("-f", "--file", help="Read the program from FILE.")]
+InputsOpt = Annotated[
+    str | None,
+    typer.Option("--inputs", metavar="FILE|-", help="A JSON object of name -> value."),
+]
+WrtOpt = Annotated[
+    str | None,
+    typer.Option("--wrt", metavar="a,b", help="Inputs that require grad (default: all)."),
+]
+DTypeOpt = Annotated[DType, typer.Option("--dtype", help="Floating-point type.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of rand/randn.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+PrecisionOpt = Annotated[int, typer.Option("--precision", min=0, max=17, help="Digits shown.")]
+FullOpt = Annotated[bool, typer.Option("--full", help="Show every element, no summary.")]
+MaxElementsOpt = Annotated[
+    int,
+    typer.Option("--max-elements", min=1, help="Largest number of elements of one tensor."),
+]
+MaxProgramCharsOpt = Annotated[
+    int,
+    typer.Option("--max-program-chars", min=1, help="Longest program accepted, in characters."),
+]
+MaxStdinBytesOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-stdin-bytes", min=1, help="Most bytes read from stdin (eval -, --inputs -)."
+    ),
+]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks.")]
+GradOutputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--grad-output", metavar="VALUE", help="Upstream gradient of a non-scalar output."
+    ),
+]
+ClipNormOpt = Annotated[
+    float | None,
+    typer.Option("--clip-norm", metavar="MAX", help="Scale all gradients as clip_grad_norm_."),
+]
+NormTypeOpt = Annotated[
+    str, typer.Option("--norm-type", metavar="P", help="Norm of --clip-norm (number or inf).")
+]
+ClipValueOpt = Annotated[
+    float | None,
+    typer.Option("--clip-value", metavar="V", help="Clamp every gradient into [-V, V]."),
+]
+
+
+# ---- help texts ----------------------------------------------------------------------
+HELP = """gradcli: the value of a tensor expression and the gradient of every input,
+computed by reverse-mode automatic differentiation (the numbers torch.autograd gives)."""
+
+EVAL_HELP = """Evaluate EXPR, backpropagate, and print the value and every gradient.
+
+A non-scalar output is reduced with sum() first (the tutorial's z.sum().backward()),
+unless --grad-output gives the upstream gradient.
+
+\b
+Examples:
+  gradcli eval "a*b+b" a=[3,4] b=[5,6]
+  gradcli eval "h = tanh(W @ x); sum(h**2)" W="randn(3, 3)" x=[1,2,3] --json
+  gradcli eval "-x**2" x=3
+  echo '{"expr": "x*y", "inputs": {"x": 2, "y": 3}}' | gradcli eval - --json
+"""
+
+BATCH_HELP = """Answer NDJSON requests, one JSON response per line, in order.
+
+Each line is a request {"expr": ..., "inputs": {...}, "wrt", "grad_output", "clip_norm",
+"norm_type", "clip_value", "seed", "dtype", "id"}. Every response line is flushed as it is
+written, so gradcli works as a coprocess. A bad line gets an error response (with its
+"input_line") and the stream goes on; the exit code is 1 if any line failed.
+
+\b
+Examples:
+  gradcli batch requests.ndjson > responses.ndjson
+  printf '%s\\n' '{"expr": "sum(a*b)", "inputs": {"a": [1,2], "b": [3,4]}}' | gradcli batch
+  gradcli batch data.ndjson --accumulate | tail -n 1
+"""
+
+
+CHECK_HELP = """Compare analytic gradients with central finite differences (float64).
+
+Like torch.autograd.gradcheck: every element of the Jacobian (or, with --order 2, of the
+Hessian) must satisfy |analytic - numeric| <= atol + rtol |numeric|. Exit code 1 when any
+input fails. At a kink (relu at 0) the finite difference is wrong and the check fails.
+
+\b
+Examples:
+  gradcli check "sum(tanh(W @ x))" W="randn(3, 3)" x=[1,2,3]
+  gradcli check "sum(x**3)" x=[1,2] --order 2
+"""
+
+JACOBIAN_HELP = """The full Jacobian d output / d input, shaped output.shape + input.shape.
+
+\b
+Example:
+  gradcli jacobian "a*b+b" a=[3,4] b=[5,6]
+"""
+
+HESSIAN_HELP = """The Hessian of a scalar output with respect to the --wrt inputs.
+
+Computed by differentiating the backward pass (never by finite differences); rows and
+columns are the inputs' elements, flattened and concatenated in order.
+
+\b
+Example:
+  gradcli hessian "sum(x**3)" x=[1,2]
+"""
+
+GRAPH_HELP = """The computation graph: operation, shape, value and gradient of every node.
+
+\b
+Examples:
+  gradcli graph "h = a*b; sum(h + b)" a=[1,2] b=[3,4]
+  gradcli graph "sum(tanh(W @ x))" W="randn(2, 2)" x=[1,2] --dot | dot -Tsvg > graph.svg
+"""
+
+OPTIMIZE_HELP = """Minimise a scalar expression over the --wrt inputs by gradient descent.
+
+Each step does zero_grad(), backward(), the optional --clip-norm/--clip-value, and
+step(): the tutorial's training loop. --no-zero-grad shows what forgetting zero_grad()
+does (gradients accumulate).
+
+\b
+Example:
+  gradcli optimize "sum((x - 3)**2)" x=[0,0] --optimizer adam --lr 0.1 --steps 200
+"""
+
+
+FUNCTIONS_HELP = """List every function of the language with its signature and derivative rule.
+
+The table is generated from the registry the evaluator uses, and the derivative column
+from the engine's rule table, so it is always what gradcli computes.
+
+\b
+Examples:
+  gradcli functions
+  gradcli functions --json
+"""
