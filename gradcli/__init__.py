@@ -16,6 +16,7 @@ use, so the command line starts without NumPy when it does not need it.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 __version__ = "0.1.0"
@@ -43,7 +44,8 @@ def __getattr__(name: str) -> Any:
     elif name == "__all__":
         # computed on first use: listing the engine's functions imports NumPy
         value = [*_FROM_API, *_FROM_ERRORS, *_engine_names(), *_MODULES, "__version__"]
-    elif name.startswith("__"):
+    elif name.startswith("__") or _is_submodule(name):
+        # `from . import options` asks here first: answer without loading the engine
         raise AttributeError(f"module 'gradcli' has no attribute {name!r}")
     else:
         autograd = importlib.import_module(".autograd", __name__)
@@ -55,6 +57,11 @@ def __getattr__(name: str) -> Any:
             raise AttributeError(f"module 'gradcli' has no attribute {name!r}")
     globals()[name] = value
     return value
+
+
+def _is_submodule(name: str) -> bool:
+    here = Path(__file__).parent
+    return (here / f"{name}.py").is_file() or (here / name / "__init__.py").is_file()
 
 
 def __dir__() -> list[str]:

@@ -14,10 +14,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-# not `from . import options`: that asks gradcli.__getattr__ first, which imports the engine
-import gradcli.options as options
-
-from . import __version__
+from . import __version__, options
 
 
 class _Group(typer.core.TyperGroup):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import math
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -597,3 +599,14 @@ def test_batch_file_with_a_byte_order_mark(tmp_path: Path) -> None:
     r = run("batch", str(requests))
     assert r.code == 0, r.stdout + r.stderr
     assert [d["output"]["value"] for d in r.lines] == [6.0, 6.0]
+
+
+def test_help_and_the_cli_modules_load_without_numpy():
+    # start-up time: NumPy and the engine are imported by the commands that compute, and
+    # `from . import <module>` inside gradcli must not load them through gradcli.__getattr__
+    code = (
+        "import sys; from gradcli import cli, options, errors; "
+        "assert 'numpy' not in sys.modules, sorted(m for m in sys.modules if 'numpy' in m)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
