@@ -104,6 +104,17 @@ class NumpyBackend:
         return x[key]
 
     @staticmethod
+    def index_array(values: Any) -> Any:
+        """An index list or array as integers (booleans as they are), or None when a value
+        is not a whole number."""
+        arr = np.asarray(values)
+        if arr.dtype.kind == "f":
+            if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
+                return None
+            return arr.astype(np.int64)
+        return arr if arr.dtype.kind in "biu" else None
+
+    @staticmethod
     def as_float(mask: Any, like: Any) -> Any:
         """A boolean mask as 1.0/0.0 in ``like``'s dtype (bool * 1.0 would be float64)."""
         return mask.astype(like.dtype)

@@ -24,7 +24,7 @@ from . import registry
 from .backend import NUMPY
 from .node import FACTOR, FREED, FREED_MESSAGE, AccumulateGrad, Node
 from .state import GRAD, NO_GRAD, STATE
-from .tensor import Tensor, accumulator, const, edge, tensor_on_edge
+from .tensor import Tensor, const, edge, tensor_on_edge
 
 _ndarray = np.ndarray
 #: gradients of at least this many elements are written into in place when they can be
@@ -286,7 +286,3 @@ def _accumulate(t: Tensor, g: Any, owned: bool, create_graph: bool) -> None:
         t.grad = const(g)
     else:
         t.grad.data += g
-
-
-def leaf_node(t: Tensor) -> AccumulateGrad:
-    return accumulator(t)

@@ -75,21 +75,6 @@ class Node:
     def next_functions(self) -> tuple[tuple[Node | AccumulateGrad | None, int], ...]:
         return tuple((fn, 0) for fn in self.next)
 
-    def saved_tensors(self) -> tuple[Any, ...]:
-        """The saved inputs as tensors in the graph again (for ``create_graph``): each is
-        the saved value with the edge it came through, so differentiating a rule reaches
-        the same nodes and leaves as the forward pass did."""
-        from .tensor import tensor_on_edge
-
-        saved = self.saved
-        if saved is FREED:
-            raise RuntimeError(FREED_MESSAGE)
-        return tuple(
-            value if value is None or (edge is None and not hasattr(value, "shape"))
-            else tensor_on_edge(value, edge)
-            for value, edge in zip(saved, self.next, strict=True)
-        )  # fmt: skip
-
 
 class AccumulateGrad:
     """The node of a leaf that requires grad: adds what reaches it into ``variable.grad``."""

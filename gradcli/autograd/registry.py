@@ -24,15 +24,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from . import state as _state
 from .backend import NUMPY
 from .node import DIVISOR, FACTOR, GENERAL, Node, next_seq
 from .state import TRACE
 from .tensor import Tensor, accumulator, lift, trace
 
-_ndarray = np.ndarray
+_ndarray = NUMPY.ndarray
 
 
 #: annotations of public functions that tell the language how to read an argument
@@ -338,7 +336,7 @@ def unary(
         xd = x.data
         out = run(xd)
         t = new_tensor(Tensor)
-        t.data = out = out if type(out) is _ndarray else np.asarray(out)
+        t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)
         t.grad = None
         t.label = None
         mode = state.mode
@@ -444,7 +442,7 @@ def binary(
                 check_broadcast(label, xs, ys)
         out = run(xd, yd)
         t = new_tensor(Tensor)
-        t.data = out = out if type(out) is _ndarray else np.asarray(out)
+        t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)
         t.grad = None
         t.label = None
         mode = state.mode

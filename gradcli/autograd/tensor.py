@@ -8,13 +8,12 @@ how one primitive call is recorded (:func:`record`).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .backend import NUMPY
-from .node import FREED, AccumulateGrad, Node, next_seq
+from .node import AccumulateGrad, Node, next_seq
 from .state import NO_GRAD, STATE, TRACE
 
 _ndarray = np.ndarray
@@ -387,13 +386,6 @@ def trace(t: Tensor, name: str, inputs: tuple[Any, ...]) -> None:
     if trace_list is not None:
         like = next(i for i in inputs if type(i) is Tensor)
         trace_list.append((t, name, tuple(lift(i, like) for i in inputs)))
-
-
-def backward_released(node: Node) -> bool:
-    return node.saved is FREED
-
-
-Function = Callable[..., Tensor]
 
 
 # Last: backward.py needs this module's names, and Tensor.backward needs it.

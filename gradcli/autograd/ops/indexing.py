@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ...errors import InvalidValueError, ShapeError
 from ..backend import NUMPY
 from ..registry import Primitive, Shape, Tensor, primitive, public
@@ -34,13 +32,9 @@ def normalize_key(key: Any) -> tuple[Any, ...]:
     for part in k:
         if isinstance(part, Tensor):
             part = part.data
-        if isinstance(part, (list, np.ndarray)):
-            arr = np.asarray(part)
-            if arr.dtype.kind == "f":
-                if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
-                    raise InvalidValueError("index: indices must be whole numbers")
-                arr = arr.astype(np.int64)
-            elif arr.dtype.kind not in "biu":
+        if isinstance(part, (list, NUMPY.ndarray)):
+            arr = NUMPY.index_array(part)
+            if arr is None:
                 raise InvalidValueError("index: indices must be whole numbers")
             out.append(arr)
         elif isinstance(part, float):
