@@ -307,6 +307,11 @@ def _fd(
             f[step] = total
         d1 = (f[H] - f[-H]) / (2 * H)
         d2 = (f[H / 2] - f[-H / 2]) / H
+        # The two steps disagree when the function curves too fast for step H (sin of a
+        # power of a power: d/dy ~ 1e4, d3/dy3 ~ 1e14): the oracle itself is wrong there,
+        # by more than the tolerance (found on sin((x**2 + 1) ** (y + y) ** 3) at y = 2,
+        # where gradcli and torch agree to the last digit).
+        assume(abs(d1 - d2) <= 1e-3 * (1.0 + abs(d2)))
         grad[idx] = (4 * d2 - d1) / 3
     return grad
 

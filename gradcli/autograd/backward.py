@@ -73,8 +73,11 @@ def _root(out: Tensor) -> Node | AccumulateGrad:
 
 def backward(out: Tensor, gradient: Any, retain_graph: bool | None, create_graph: bool) -> None:
     """Accumulate d out / d leaf into every leaf's ``.grad``."""
-    root = _root(out)
-    g = _seed(out, gradient, "backward: gradient", create_graph)
+    root = out.grad_fn or _root(out)
+    if gradient is None and not create_graph and out.data.size == 1:
+        g = _ones(out.data)  # the common case, without the general checks
+    else:
+        g = _seed(out, gradient, "backward: gradient", create_graph)
     retain = create_graph if retain_graph is None else bool(retain_graph)
     run(root, g, create_graph, retain, None)
 
@@ -118,8 +121,7 @@ def run(
     non-leaves that retain theirs). Otherwise the gradient reaching each target node is
     returned and nothing is written (``autograd.grad``).
     """
-    arrays, tensors = registry.namespaces()
-    xp = tensors if create_graph else arrays
+    xp = registry.namespaces()[1 if create_graph else 0]
     wanted: dict[Any, list[int]] | None = None
     found: list[Any] = []
     if targets is not None:
@@ -182,18 +184,16 @@ def run(
                     if saved:
                         node.saved = FREED
                     node.ans = None
-                form = prim.form
-                nary = prim.nary
-                vjps = prim.vjps
+                form, local_rule, nary, vjps, broadcasts = prim.plan
                 # the input shapes where an input was broadcast up (see Primitive.broadcasts)
-                shapes = ctx if prim.broadcasts else None
+                shapes = ctx if broadcasts else None
                 for i, to in enumerate(node.next):
                     if to is None:
                         continue
                     if form:
                         # one input, elementwise: g * factor or g / divisor, written into g
                         # when g is a large buffer of our own of the right shape and dtype
-                        local = prim.local(xp, ans, ctx, *saved)
+                        local = local_rule(xp, ans, ctx, *saved)
                         if (
                             own
                             and gnode.size >= INPLACE_MIN

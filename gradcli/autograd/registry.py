@@ -43,8 +43,8 @@ class Primitive:
     """A primitive operation: forward function, VJPs, what they read, derivative text."""
 
     __slots__ = (
-        "broadcasts", "doc", "form", "fwd", "inputs", "local", "name", "nary", "save_ans",
-        "save_in", "saves", "vjps",
+        "_local", "broadcasts", "doc", "form", "fwd", "inputs", "name", "nary", "plan",
+        "save_ans", "save_in", "saves", "vjps",
     )  # fmt: skip
 
     def __init__(
@@ -75,13 +75,25 @@ class Primitive:
         self.save_in: tuple[bool, ...] = flags if any(flags) else ()
         self.doc = doc
         self.form = form
-        self.local = local
+        self._local = local
         #: any number of inputs (concatenate, stack, a long sum): one VJP, called as
         #: ``vjp(xp, g, ans, ctx, i)`` for input i, reading no input values
         self.nary = nary
         #: inputs may be broadcast up to the output's shape: a node's ctx then holds the
         #: input shapes (None when none was), and backward sums each gradient back down
         self.broadcasts = broadcasts
+        #: what backward reads of a primitive, in one attribute
+        self.plan = (form, local, nary, self.vjps, broadcasts)
+
+    @property
+    def local(self) -> Callable[..., Any] | None:
+        """The factor or divisor of a one-input elementwise primitive (see :func:`unary`)."""
+        return self._local
+
+    @local.setter
+    def local(self, rule: Callable[..., Any] | None) -> None:
+        self._local = rule
+        self.plan = (self.form, rule, self.nary, self.vjps, self.broadcasts)
 
     def saved(self, values: Sequence[Any]) -> tuple[Any, ...]:
         """The values of the inputs a node of this primitive keeps (``values``: arrays)."""

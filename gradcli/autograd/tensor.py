@@ -245,12 +245,19 @@ def leaf(data: Any, requires_grad: bool) -> Tensor:
 
 def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
     """A new leaf tensor holding a copy of ``data`` (float64 unless ``dtype`` is given)."""
-    if isinstance(data, Tensor):
+    if type(data) is Tensor:
         data = data.data
     arr = np.array(data, dtype=dtype)
     if arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
-    return leaf(arr, requires_grad)
+    t = Tensor.__new__(Tensor)
+    t.data = arr
+    t.grad = None
+    t.requires_grad = bool(requires_grad)
+    t.grad_fn = None
+    t.label = None
+    t._acc = None
+    return t
 
 
 def from_numpy(arr: Any, requires_grad: bool = False) -> Tensor:
@@ -362,7 +369,7 @@ def record(
             if type(x) is Tensor and x.requires_grad:
                 node = Node.__new__(Node)
                 node.prim = prim
-                node.next = tuple([link(i) for i in inputs])
+                node.next = (link(x),) if len(inputs) == 1 else tuple([link(i) for i in inputs])
                 node.saved = saved
                 node.ans = t.data if prim.save_ans else None
                 node.ctx = ctx

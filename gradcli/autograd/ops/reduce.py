@@ -178,7 +178,9 @@ def reduce(prim: Primitive, x: Any, axis: Any, keepdims: bool, *extra: Any) -> T
     if prim in (MAX, MIN) and xd.size == 0 and 0 in [xd.shape[a] for a in axes]:
         raise ShapeError(f"{prim.name}: cannot reduce an empty tensor (it has no {prim.name}imum)")
     keep = bool(keepdims)
-    out = NUMPY.asarray(prim.fwd(NUMPY, xd, axes, keep, *extra), dtype=xd.dtype)
+    out = prim.fwd(NUMPY, xd, axes, keep, *extra)
+    if type(out) is not NUMPY.ndarray or out.dtype != xd.dtype:  # a NumPy scalar
+        out = NUMPY.asarray(out, dtype=xd.dtype)
     return record(out, prim, (x,), prim.saved((xd,)), (axes, keep, xd.shape, *extra))
 
 
