@@ -659,3 +659,56 @@ def test_floating_point_warnings_are_counted_per_thread() -> None:
         return 30
 
     assert run_threads([bad_worker, clean_worker] * 3) == [30] * 6
+
+
+# --------------------------------------------------------------------------------------------
+# Found in review: autograd.grad runs only what leads to its inputs; output-only saves
+# --------------------------------------------------------------------------------------------
+
+
+def test_grad_visits_and_releases_only_the_part_of_the_graph_it_needs():
+    # torch 2.13: grad(y, [a]) never runs b's branch, so a later backward through it works
+    a = gradcli.tensor([1.0, 2.0], requires_grad=True)
+    b = gradcli.tensor([0.5, -0.5], requires_grad=True)
+    eb = b * b
+    y = (a * a).sum() + eb.sum()
+    (ga,) = gradcli.autograd.grad(y, [a])
+    assert ga.tolist() == [2.0, 4.0]
+    eb.sum().backward()
+    assert b.grad.tolist() == [1.0, -1.0]
+    # a target's own rule is not run (nor its values released) when no other target needs it
+    x = gradcli.tensor([1.0, 2.0], requires_grad=True)
+    h = x * x
+    (gh,) = gradcli.autograd.grad(gradcli.sin(h).sum(), [h])
+    np.testing.assert_allclose(gh.data, np.cos([1.0, 4.0]))
+    h.sum().backward()
+    assert x.grad.tolist() == [2.0, 4.0]
+
+
+@pytest.mark.parametrize("fn", ["exp", "tanh", "sigmoid", "sqrt", "softmax", "inv"])
+def test_a_node_that_saved_only_its_output_raises_torchs_error_when_walked_again(fn):
+    x = gradcli.tensor([[1.0, 0.5], [0.25, 2.0]], requires_grad=True)
+    y = getattr(gradcli, fn)(x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
+def test_set_grad_enabled_called_alone_sets_the_mode_as_torch():
+    x = gradcli.tensor([1.0], requires_grad=True)
+    try:
+        gradcli.set_grad_enabled(False)
+        assert not (x * 2.0).requires_grad
+        with gradcli.set_grad_enabled(True):
+            assert (x * 2.0).requires_grad
+        assert not (x * 2.0).requires_grad
+    finally:
+        gradcli.set_grad_enabled(True)
+    assert (x * 2.0).requires_grad
+
+
+def test_grad_with_create_graph_of_a_scalar_leaf_is_writable():
+    x = gradcli.tensor(3.0, requires_grad=True)
+    (g,) = gradcli.autograd.grad(x.sum(), [x], create_graph=True)
+    g.zero_()
+    assert g.item() == 0.0

@@ -929,3 +929,19 @@ def test_only_short_programs_are_kept_after_parsing() -> None:
 def test_a_clip_bound_beyond_every_float_is_an_input_error() -> None:
     err = error("x", {"x": 1}, clip_value=10**400)
     assert err.kind == "input" and "finite" in err.message and len(err.message) < 120
+
+
+@pytest.mark.parametrize(
+    ("expr", "name"),
+    [("a + b", "add"), ("a - b", "sub"), ("a * b", "mul"), ("a / b", "div"), ("a ** b", "pow"),
+     ("maximum(a, b)", "maximum"), ("arctan2(a, b)", "arctan2")],
+)  # fmt: skip
+def test_a_broadcast_error_names_the_operation(expr, name):
+    with pytest.raises(ShapeError) as err:
+        evaluate(expr, {"a": [1.0, 2.0, 3.0], "b": [1.0, 2.0]})
+    assert err.value.message.startswith(f"{name}: shapes (3,) and (2,) cannot be broadcast")
+
+
+def test_tensor_has_no_where_method_with_other_meaning_than_torchs():
+    # torch's x.where(cond, y) takes x as the values; gradcli.where(cond, a, b) is NumPy's
+    assert not hasattr(gradcli.tensor([1.0]), "where")

@@ -45,8 +45,8 @@ def _seed(out: Tensor, gradient: Any, what: str, create_graph: bool) -> Any:
                 f"{what} of shape {g.shape} does not match the output shape {out.data.shape}"
             )
         g = g.astype(out.data.dtype, copy=False)
-    if create_graph:
-        return gradient if isinstance(gradient, Tensor) else const(g)
+    if create_graph:  # the seed may become a .grad or a result: an array of its own
+        return gradient if isinstance(gradient, Tensor) else const(np.array(g, copy=True))
     return g
 
 
@@ -124,12 +124,18 @@ def run(
     xp = registry.namespaces()[1 if create_graph else 0]
     wanted: dict[Any, list[int]] | None = None
     found: list[Any] = []
+    #: with targets: the nodes a target can be reached from; no other node is visited, and
+    #: what they saved is kept (as torch runs only the part of the graph it needs)
+    needed: set[Any] | None = None
     if targets is not None:
         wanted = {}
         for i, t in enumerate(targets):
             if t is not None:
                 wanted.setdefault(t, []).append(i)
         found = [None] * len(targets)
+        needed = _leading_to(root, wanted)
+        if root not in needed:
+            return found
     # Gradients that are complete go on `ready` with whether their buffer is ours: the root,
     # and every node with a single use once its one consumer has run (a chain never waits).
     # A node with several uses collects its terms in `grads` and waits in `queue`, by
@@ -170,6 +176,8 @@ def run(
                     kept = node.retained()
                     if kept is not None:
                         _accumulate(kept, gnode, False, create_graph)
+                if needed is not None and not any(to in needed for to in node.next):
+                    continue  # a target that leads to no other: its rule need not run
                 saved = node.saved
                 if saved is FREED:
                     raise RuntimeError(FREED_MESSAGE)
@@ -180,15 +188,14 @@ def run(
                         saved = _as_tensors(node)
                     if ans is not None:
                         ans = tensor_on_edge(ans, node)
-                if not retain:
-                    if saved:
-                        node.saved = FREED
+                if not retain and (saved or ans is not None):
+                    node.saved = FREED
                     node.ans = None
                 form, local_rule, nary, vjps, broadcasts = prim.plan
                 # the input shapes where an input was broadcast up (see Primitive.broadcasts)
                 shapes = ctx if broadcasts else None
                 for i, to in enumerate(node.next):
-                    if to is None:
+                    if to is None or (needed is not None and to not in needed):
                         continue
                     if form:
                         # one input, elementwise: g * factor or g / divisor, written into g
@@ -256,6 +263,25 @@ def run(
     finally:
         state.mode = prev_mode
     return found
+
+
+def _leading_to(root: Any, targets: dict[Any, Any]) -> set[Any]:
+    """The nodes below ``root`` from which a node of ``targets`` can be reached (targets
+    included): an iterative depth-first walk, children before their parent."""
+    needed: set[Any] = set()
+    seen: set[Any] = set()
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        edges = () if node.prim is None else node.next
+        if done:
+            if node in targets or any(to in needed for to in edges):
+                needed.add(node)
+        elif node not in seen:
+            seen.add(node)
+            stack.append((node, True))
+            stack.extend((to, False) for to in edges if to is not None and to not in seen)
+    return needed
 
 
 def _as_tensors(node: Node) -> tuple[Any, ...]:

@@ -451,7 +451,7 @@ def binary(
             shapes = (xs, ys)  # backward sums the gradients back down
             # A one-element operand never grows the result: only then is a check needed.
             if xd.size != 1 and yd.size != 1:
-                check_broadcast(label, xs, ys)
+                check_broadcast(name, xs, ys)
         out = run(xd, yd)
         t = new_tensor(Tensor)
         t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)

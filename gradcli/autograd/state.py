@@ -101,7 +101,20 @@ class enable_grad(_FixedGradMode):
 
 
 class set_grad_enabled(_GradMode):
-    """Record the graph or not, as ``torch.set_grad_enabled(mode)``."""
+    """Record the graph or not, as ``torch.set_grad_enabled(mode)``: called on its own it
+    sets this thread's grad mode at once; as a context manager or decorator, only for the
+    block or the function."""
+
+    def __init__(self, mode: bool) -> None:
+        super().__init__(bool(mode))
+        _GradMode.__enter__(self)  # at once, as torch; __exit__ restores the mode before
+
+    def __enter__(self) -> None:
+        pass  # already set by the call
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        self.__exit__()  # a decorator changes the mode only while fn runs
+        return super().__call__(fn)
 
 
 @contextlib.contextmanager

@@ -229,7 +229,8 @@ _WHERE = Primitive(
 )
 
 
-@public(_WHERE, "a where cond is nonzero, else b")
+# no method: torch's x.where(cond, y) reads x as the values, not as the condition
+@public(_WHERE, "a where cond is nonzero, else b", method=False)
 def where(prim: Primitive, cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
     """``a`` where ``cond`` is nonzero, else ``b``; no gradient flows to ``cond``."""
     like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
