@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..node import FACTOR
 from ..registry import OPS, TENSOR_ONLY, Primitive, binary, check_broadcast, public, unary
 from ..tensor import Tensor, const, lift, record
 
@@ -153,16 +154,21 @@ arctan2 = binary("arctan2", "arctan2",
                  summary="angle of the point (x, y)", params=("y", "x"), aliases=("atan2",))
 # fmt: on
 
+
 # x ** c for a constant number c (x**2, x**0.5): one rule, no gradient for the exponent and
 # none of the general rule's masks; the same numbers as "pow" (torch.pow's convention).
+def _pow_const_factor(xp: Any, ans: Any, c: float, x: Any) -> Any:
+    return x * 2.0 if c == 2 else c * x ** (c - 1.0)
+
+
 _POW_CONST = Primitive(
     "pow",
     lambda xp, x, c: xp.power(x, c),
-    [lambda xp, ans, c, x: x * 2.0 if c == 2 else c * x ** (c - 1.0)],
+    [_pow_const_factor],
     saves=("x",),
     doc="g c x^(c-1)",
-    form=1,
-    local=lambda xp, ans, c, x: x * 2.0 if c == 2 else c * x ** (c - 1.0),
+    form=FACTOR,
+    local=_pow_const_factor,
 )
 _POW_ZERO = Primitive("pow", lambda xp, x, c: xp.power(x, c), [_zero], saves=(), doc="0")
 
