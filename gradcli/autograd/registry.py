@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from . import state as _state
@@ -143,28 +142,60 @@ KINDS = {
 REQUIRED = inspect.Parameter.empty
 
 
-@dataclass(frozen=True)
+# Plain classes, not dataclasses: a dataclass costs a millisecond of every start-up to make.
 class Param:
-    name: str
-    kind: str
-    default: Any = REQUIRED
-    varargs: bool = False
+    """One parameter of a public function as the language reads it."""
+
+    __slots__ = ("default", "kind", "name", "varargs")
+
+    def __init__(self, name: str, kind: str, default: Any = REQUIRED, varargs: bool = False):
+        self.name = name
+        self.kind = kind
+        self.default = default
+        self.varargs = varargs  # takes the remaining positional arguments (shapes as ints)
+
+    def __repr__(self) -> str:
+        return f"Param({self.name!r}, {self.kind!r})"
 
 
-@dataclass(frozen=True)
 class FunctionSpec:
     """A public function: how it is called and how it is described."""
 
-    name: str
-    call: Callable[..., Tensor]
-    params: tuple[Param, ...]
-    summary: str
-    derivative: str
-    aliases: tuple[str, ...] = ()
-    #: in the language's function table (``gradcli functions``)
-    language: bool = True
-    #: keyword-only parameters the evaluator fills in (``dtype``, ``rng``)
-    context: tuple[str, ...] = ()
+    __slots__ = (
+        "aliases",
+        "call",
+        "context",
+        "derivative",
+        "language",
+        "name",
+        "params",
+        "summary",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        call: Callable[..., Tensor],
+        params: tuple[Param, ...],
+        summary: str,
+        derivative: str,
+        aliases: tuple[str, ...] = (),
+        language: bool = True,
+        context: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self.call = call
+        self.params = params
+        self.summary = summary
+        self.derivative = derivative
+        self.aliases = aliases
+        #: in the language's function table (``gradcli functions``)
+        self.language = language
+        #: keyword-only parameters the evaluator fills in (``dtype``, ``rng``)
+        self.context = context
+
+    def __repr__(self) -> str:
+        return f"<function spec {self.signature}>"
 
     @property
     def needs_context(self) -> bool:
