@@ -124,8 +124,10 @@ def run(
     xp = registry.namespaces()[1 if create_graph else 0]
     wanted: dict[Any, list[int]] | None = None
     found: list[Any] = []
-    #: with targets: the nodes a target can be reached from; no other node is visited, and
-    #: what they saved is kept (as torch runs only the part of the graph it needs)
+    #: with targets and releasing: the nodes a target can be reached from; no other node is
+    #: visited, so what the others saved is kept (torch runs only the part it needs). When
+    #: nothing is released (Jacobian and Hessian loops), visiting more is only more work,
+    #: less than finding the part each time.
     needed: set[Any] | None = None
     if targets is not None:
         wanted = {}
@@ -133,9 +135,10 @@ def run(
             if t is not None:
                 wanted.setdefault(t, []).append(i)
         found = [None] * len(targets)
-        needed = _leading_to(root, wanted)
-        if root not in needed:
-            return found
+        if not retain:
+            needed = _leading_to(root, wanted)
+            if root not in needed:
+                return found
     # Gradients that are complete go on `ready` with whether their buffer is ours: the root,
     # and every node with a single use once its one consumer has run (a chain never waits).
     # A node with several uses collects its terms in `grads` and waits in `queue`, by
