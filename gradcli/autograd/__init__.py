@@ -23,9 +23,9 @@ from .backward import grad
 from .clip import all_finite, clip_by_norm, clip_by_value, norm_type_of, total_norm
 from .creation import constant, generator, manual_seed
 from .node import AccumulateGrad, Node
-from .ops.axes import normalize_axis
 from .ops.elementwise import add_n
 from .registry import FUNCTIONS, OPS, Primitive, namespaces
+from .shapes import normalize_axis
 from .state import (
     DEFAULT_MAX_ELEMENTS,
     check_size,

@@ -26,6 +26,7 @@ from typing import Any
 from . import state as _state
 from .backend import NUMPY
 from .node import DIVISOR, FACTOR, GENERAL, Node, next_seq
+from .shapes import check_broadcast
 from .state import TRACE
 from .tensor import Tensor, accumulator, lift, trace
 
@@ -558,42 +559,6 @@ def binary(
         setattr(Tensor, f"__{dunder}__", apply)
         setattr(Tensor, f"__r{dunder}__", reflected)
     return apply
-
-
-def check_broadcast(name: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """The broadcast shape, refused when the shapes do not broadcast or the result would
-    be over the element limit."""
-    try:
-        shape = broadcast_shape(*shapes)
-    except ValueError:
-        raise_shapes(name, shapes)
-    _state.check_size(shape, name)
-    return shape
-
-
-def raise_shapes(name: str, shapes: Sequence[tuple[int, ...]]) -> None:
-    from ..errors import ShapeError
-
-    if len(shapes) == 2:
-        raise ShapeError(
-            f"{name}: shapes {shapes[0]} and {shapes[1]} cannot be broadcast together"
-        ) from None
-    shown = ", ".join(map(str, shapes))
-    raise ShapeError(f"{name}: shapes {shown} cannot be broadcast together") from None
-
-
-def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """NumPy's broadcasting of shapes (np.broadcast_shapes stops at 32 dimensions; arrays
-    may have 64). Raises ValueError when the shapes do not broadcast."""
-    nd = max(len(s) for s in shapes)
-    out = [1] * nd
-    for s in shapes:
-        for i, d in enumerate(s, nd - len(s)):
-            if d != 1:
-                if out[i] != 1 and out[i] != d:
-                    raise ValueError(f"shapes {shapes} cannot be broadcast together")
-                out[i] = d
-    return tuple(out)
 
 
 # --------------------------------------------------------------------------------------

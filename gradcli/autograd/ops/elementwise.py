@@ -12,7 +12,8 @@ import math
 from typing import Any
 
 from ..node import FACTOR
-from ..registry import OPS, TENSOR_ONLY, Primitive, binary, check_broadcast, public, unary
+from ..registry import OPS, TENSOR_ONLY, Primitive, binary, public, unary
+from ..shapes import check_broadcast
 from ..tensor import Tensor, const, lift, record
 
 LN2 = math.log(2.0)

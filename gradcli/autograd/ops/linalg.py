@@ -8,7 +8,8 @@ from typing import Any
 
 from ...errors import DomainError, ShapeError
 from ..backend import NUMPY
-from ..registry import Primitive, broadcast_shape, primitive, public
+from ..registry import Primitive, primitive, public
+from ..shapes import broadcast_shape
 from ..state import check_size
 from ..tensor import Tensor, lift, record
 from .indexing import getitem, scatter

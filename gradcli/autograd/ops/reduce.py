@@ -11,8 +11,8 @@ from typing import Any
 from ...errors import InvalidValueError, ShapeError
 from ..backend import NUMPY
 from ..registry import TENSOR_ONLY, Axis, Primitive, primitive, public
+from ..shapes import normalize_axis
 from ..tensor import Tensor, lift, record
-from .axes import normalize_axis
 
 
 def kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:

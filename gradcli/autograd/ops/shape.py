@@ -8,9 +8,9 @@ from typing import Any
 from ...errors import ShapeError
 from ..backend import NUMPY
 from ..registry import Axis, Primitive, Shape, Tensors, primitive, public
+from ..shapes import is_int, normalize_axis
 from ..state import check_size
 from ..tensor import Tensor, lift, record
-from .axes import is_int, normalize_axis
 
 
 def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
