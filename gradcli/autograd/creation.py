@@ -9,7 +9,7 @@ from ..errors import InvalidValueError
 from .backend import NUMPY
 from .registry import Shape, public
 from .state import check_size
-from .tensor import Tensor, const, leaf
+from .tensor import Tensor, const
 
 _CONSTANT = "none (a constant)"
 
@@ -34,13 +34,13 @@ def shape_arg(shape: Any, what: str) -> tuple[int, ...]:
 @public(None, "zeros of a shape", derivative=_CONSTANT, method=False)
 def zeros(*shape: Shape, dtype: Any = NUMPY.float64, requires_grad: bool = False) -> Tensor:
     """Zeros of a shape (ints or one tuple)."""
-    return leaf(NUMPY.zeros(shape_arg(shape, "zeros"), dtype=dtype), requires_grad)
+    return const(NUMPY.zeros(shape_arg(shape, "zeros"), dtype=dtype), requires_grad)
 
 
 @public(None, "ones of a shape", derivative=_CONSTANT, method=False)
 def ones(*shape: Shape, dtype: Any = NUMPY.float64, requires_grad: bool = False) -> Tensor:
     """Ones of a shape (ints or one tuple)."""
-    return leaf(NUMPY.ones(shape_arg(shape, "ones"), dtype=dtype), requires_grad)
+    return const(NUMPY.ones(shape_arg(shape, "ones"), dtype=dtype), requires_grad)
 
 
 @public(None, "a shape filled with a value", derivative=_CONSTANT, method=False)
@@ -49,7 +49,7 @@ def full(
 ) -> Tensor:
     """A shape filled with ``value``."""
     v = value.data if isinstance(value, Tensor) else value
-    return leaf(NUMPY.full(shape_arg(shape, "full"), v, dtype=dtype), requires_grad)
+    return const(NUMPY.full(shape_arg(shape, "full"), v, dtype=dtype), requires_grad)
 
 
 @public(None, "identity matrix", derivative=_CONSTANT, method=False)

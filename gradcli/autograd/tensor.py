@@ -224,22 +224,16 @@ class Tensor:
         _backward(self, gradient, retain_graph, create_graph)
 
 
-def const(data: Any) -> Tensor:
-    """Wrap an array as a tensor that requires no grad (no copy)."""
+def const(data: Any, requires_grad: bool = False) -> Tensor:
+    """Wrap an array as a leaf tensor (no copy), one that requires no grad by default."""
     t = Tensor.__new__(Tensor)
     # NumPy returns scalars, not 0-d arrays, from ufuncs on 0-d input: keep arrays only.
     t.data = data if type(data) is _ndarray else np.asarray(data)
     t.grad = None
-    t.requires_grad = False
+    t.requires_grad = bool(requires_grad)
     t.grad_fn = None
     t.label = None
     t._acc = None
-    return t
-
-
-def leaf(data: Any, requires_grad: bool) -> Tensor:
-    t = const(data)
-    t.requires_grad = bool(requires_grad)
     return t
 
 
@@ -250,19 +244,12 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
     arr = np.array(data, dtype=dtype)
     if arr.dtype.kind != "f":
         arr = arr.astype(np.float64)
-    t = Tensor.__new__(Tensor)
-    t.data = arr
-    t.grad = None
-    t.requires_grad = bool(requires_grad)
-    t.grad_fn = None
-    t.label = None
-    t._acc = None
-    return t
+    return const(arr, requires_grad)
 
 
 def from_numpy(arr: Any, requires_grad: bool = False) -> Tensor:
     """A leaf tensor sharing memory with ``arr`` (no copy), as ``torch.from_numpy``."""
-    return leaf(np.asarray(arr), requires_grad)
+    return const(np.asarray(arr), requires_grad)
 
 
 #: constants of Python numbers, by dtype and value (read-only, shared)
