@@ -591,9 +591,6 @@ def namespaces() -> tuple[Any, Any]:
         if not hasattr(arrays, prim_name):
             setattr(arrays, prim_name, functools.partial(prim.fwd, NUMPY))
     tensors = Namespace("tensor")
-    for key in dir(arrays):
-        if not key.startswith("_") and key in FUNCTIONS:
-            setattr(tensors, key, FUNCTIONS[key].call)
     for key, spec in FUNCTIONS.items():
         setattr(tensors, key, spec.call)
     for key, value in TENSOR_ONLY.items():
