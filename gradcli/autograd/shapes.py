@@ -11,13 +11,13 @@ from ..errors import ShapeError
 from .state import check_size
 
 #: every axis of an array of n dimensions, for the reductions of everything
-_ALL = [tuple(range(n)) for n in range(65)]
+ALL_AXES = [tuple(range(n)) for n in range(65)]
 
 
 def normalize_axis(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
     """``axis`` (None, int or sequence) as a sorted tuple of non-negative axes."""
     if axis is None:
-        return _ALL[ndim]
+        return ALL_AXES[ndim]
     axes = (axis,) if is_int(axis) else tuple(axis)
     out = []
     for a in axes:

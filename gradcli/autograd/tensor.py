@@ -356,7 +356,14 @@ def record(
             if type(x) is Tensor and x.requires_grad:
                 node = Node.__new__(Node)
                 node.prim = prim
-                node.next = (link(x),) if len(inputs) == 1 else tuple([link(i) for i in inputs])
+                if len(inputs) == 1:  # x requires grad: its node, or its leaf's accumulator
+                    to: Node | AccumulateGrad | None = x.grad_fn
+                    if to is None:
+                        to = accumulator(x)
+                    to.uses += 1
+                    node.next = (to,)
+                else:
+                    node.next = tuple([link(i) for i in inputs])
                 node.saved = saved
                 node.ans = t.data if prim.save_ans else None
                 node.ctx = ctx

@@ -11,7 +11,7 @@ from typing import Any
 from ...errors import InvalidValueError, ShapeError
 from ..backend import NUMPY
 from ..registry import TENSOR_ONLY, Axis, Primitive, primitive, public
-from ..shapes import normalize_axis
+from ..shapes import ALL_AXES, normalize_axis
 from ..tensor import Tensor, lift, record
 
 
@@ -174,7 +174,7 @@ STD = primitive("std", _std_forward, _std_vjp, saves=("x", "ans"),
 def reduce(prim: Primitive, x: Any, axis: Any, keepdims: bool, *extra: Any) -> Tensor:
     x = lift(x)
     xd = x.data
-    axes = normalize_axis(axis, xd.ndim, prim.name)
+    axes = ALL_AXES[xd.ndim] if axis is None else normalize_axis(axis, xd.ndim, prim.name)
     if prim in (MAX, MIN) and xd.size == 0 and 0 in [xd.shape[a] for a in axes]:
         raise ShapeError(f"{prim.name}: cannot reduce an empty tensor (it has no {prim.name}imum)")
     keep = bool(keepdims)
