@@ -977,3 +977,12 @@ def test_no_grad_and_enable_grad_decorate_with_or_without_parentheses() -> None:
         assert recording(x).requires_grad
         assert not (x * 2.0).requires_grad
     assert (x * 2.0).requires_grad
+
+
+def test_a_float32_leaf_used_with_float64_keeps_a_float32_grad() -> None:
+    # torch 2.13: x (float32) * y (float64) promotes to float64; x.grad is float32 again
+    x = gradcli.tensor([1.0, 2.0], dtype="float32", requires_grad=True)
+    y = gradcli.tensor([3.0, 4.0], requires_grad=True)
+    (x * y).sum().backward()
+    assert x.grad.dtype == np.float32 and y.grad.dtype == np.float64
+    assert x.grad.tolist() == [3.0, 4.0] and y.grad.tolist() == [1.0, 2.0]

@@ -310,7 +310,7 @@ def _accumulate(t: Tensor, g: Any, owned: bool, create_graph: bool) -> None:
             t.grad = const(np.array(g.data if isinstance(g, Tensor) else g, copy=True))
         return
     if t.grad is None:
-        if not owned:
+        if not owned or g.dtype != t.data.dtype:  # a float32 leaf keeps a float32 .grad
             g = np.array(g, dtype=t.data.dtype, copy=True)
         t.grad = const(g)
     else:
