@@ -145,13 +145,6 @@ class NumpyBackend:
         return out
 
     @staticmethod
-    def owned(value: Any, g: Any) -> bool:
-        """Whether ``value``, just returned by a rule, is a buffer of its own that later
-        gradient terms may be added into in place: a fresh array, not the incoming
-        gradient ``g``, not a view of another, not a NumPy scalar (which ``+=`` rebinds)."""
-        return type(value) is np.ndarray and value.base is None and value is not g
-
-    @staticmethod
     def update(op: str, target: Any, value: Any) -> None:
         """``target op= value`` in place (``op``: add, subtract, multiply, divide)."""
         getattr(np, op)(target, value, out=target)
@@ -165,10 +158,6 @@ class NumpyBackend:
     def divide_into(g: Any, divisor: Any) -> Any:
         """``g / divisor`` written into ``g`` (a buffer the caller owns)."""
         return np.divide(g, divisor, out=g)
-
-    @staticmethod
-    def copy(x: Any, dtype: Any = None) -> Any:
-        return np.array(x, dtype=dtype, copy=True)
 
     @staticmethod
     def quiet() -> Any:
@@ -205,8 +194,3 @@ def _count(shape: tuple[int, ...], axis: Any) -> int:
 
 
 NUMPY = NumpyBackend()
-
-
-def namespace_of(data: Any) -> NumpyBackend:
-    """The array namespace of an array (the only one so far: NumPy)."""
-    return NUMPY

@@ -43,8 +43,8 @@ class Primitive:
     """A primitive operation: forward function, VJPs, what they read, derivative text."""
 
     __slots__ = (
-        "_local", "broadcasts", "doc", "form", "fwd", "inputs", "name", "nary", "plan",
-        "save_ans", "save_in", "saves", "vjps",
+        "_local", "broadcasts", "doc", "form", "fwd", "name", "nary", "plan", "save_ans",
+        "save_in", "vjps",
     )  # fmt: skip
 
     def __init__(
@@ -67,8 +67,6 @@ class Primitive:
         self.name = name
         self.fwd = fwd
         self.vjps = tuple(vjps)
-        self.inputs = tuple(inputs)
-        self.saves = tuple(saves)
         self.save_ans = "ans" in saves
         #: per input: whether its value is kept; () when no input is kept
         flags = tuple(n in saves for n in inputs)

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import LimitError
+from .backend import NUMPY
 
 DEFAULT_MAX_ELEMENTS = 10**8
 
@@ -209,8 +210,6 @@ class floating_errors:
         self.counts[kind] = self.counts.get(kind, 0) + 1
 
     def __enter__(self) -> floating_errors:
-        from .backend import NUMPY
-
         self._errstate = NUMPY.count_errors(self._count)
         self._errstate.__enter__()
         return self

@@ -67,11 +67,6 @@ class Tensor:
         return self.grad_fn is None
 
     @property
-    def op_name(self) -> str | None:
-        """The name of the primitive that made this tensor (None for a leaf)."""
-        return None if self.grad_fn is None else self.grad_fn.prim.name
-
-    @property
     def retains_grad(self) -> bool:
         fn = self.grad_fn
         return fn is not None and fn.retained is not None and fn.retained() is self
@@ -312,14 +307,9 @@ def edge(x: Any) -> Node | AccumulateGrad | None:
 
 def link(x: Any) -> Node | AccumulateGrad | None:
     """:func:`edge`, counted as one more use of its target (see ``Node.uses``)."""
-    if type(x) is not Tensor:
-        return None
-    to: Node | AccumulateGrad | None = x.grad_fn
-    if to is None:
-        if not x.requires_grad:
-            return None
-        to = accumulator(x)
-    to.uses += 1
+    to = edge(x)
+    if to is not None:
+        to.uses += 1
     return to
 
 

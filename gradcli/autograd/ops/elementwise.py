@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ..backend import NUMPY
 from ..node import FACTOR
 from ..registry import OPS, TENSOR_ONLY, Primitive, binary, public, unary
 from ..shapes import check_broadcast
@@ -25,7 +26,7 @@ def _zero(xp: Any, g: Any, ans: Any, ctx: Any) -> Any:
 
 
 # a constant of zeros needs no recording (and, in a rule, no gradient)
-TENSOR_ONLY["zeros_like"] = lambda x: const(_np().zeros_like(x.data))
+TENSOR_ONLY["zeros_like"] = lambda x: const(NUMPY.zeros_like(x.data))
 
 
 def _one_minus_square(a: Any) -> Any:
@@ -186,7 +187,7 @@ def power(a: Tensor, b: Tensor) -> Tensor:
         if c is not None and c == c:  # a constant exponent (not nan)
             prim = _POW_ZERO if c == 0 else _POW_CONST
             saved = () if c == 0 else (a.data,)
-            return record(prim.fwd(_np(), a.data, c), prim, (a,), saved, ctx=c)
+            return record(prim.fwd(NUMPY, a.data, c), prim, (a,), saved, ctx=c)
     return _power(a, b)
 
 
@@ -218,7 +219,7 @@ def clip(prim: Primitive, x: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
     check_broadcast("clip", x.data.shape, lo.data.shape, hi.data.shape)
     data = (x.data, lo.data, hi.data)
     shapes = tuple(d.shape for d in data)
-    return record(prim.fwd(_np(), *data), prim, (x, lo, hi), data, shapes)
+    return record(prim.fwd(NUMPY, *data), prim, (x, lo, hi), data, shapes)
 
 
 _WHERE = Primitive(
@@ -242,17 +243,11 @@ def where(prim: Primitive, cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
     """``a`` where ``cond`` is nonzero, else ``b``; no gradient flows to ``cond``."""
     like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
     a, b = lift(a, like), lift(b, like)
-    c = const(cond) if type(cond) is _np().ndarray else lift(cond, a)
+    c = const(cond) if type(cond) is NUMPY.ndarray else lift(cond, a)
     check_broadcast("where", c.data.shape, a.data.shape, b.data.shape)
-    out = prim.fwd(_np(), c.data, a.data, b.data)
+    out = prim.fwd(NUMPY, c.data, a.data, b.data)
     shapes = (c.data.shape, a.data.shape, b.data.shape)
     return record(out, prim, (c, a, b), (c.data, None, None), shapes)
-
-
-def _np() -> Any:
-    from ..backend import NUMPY
-
-    return NUMPY
 
 
 # ---- comparisons: 1.0 / 0.0, no gradient ---------------------------------------------------
@@ -263,7 +258,7 @@ def _compare(name: str, x: Any, y: Any) -> Tensor:
     y = lift(y, x)
     if x.data.shape != y.data.shape:
         check_broadcast(name, x.data.shape, y.data.shape)
-    xp = _np()
+    xp = NUMPY
     return const(xp.astype(getattr(xp, name)(x.data, y.data), x.data.dtype))
 
 
