@@ -27,6 +27,8 @@ _FUNCTIONS = (
     "not_equal", "argsort", "delete", "asarray", "empty",
 )  # fmt: skip
 _LINALG = ("det", "inv", "solve", "svd")
+#: read-only 0-d constants, by dtype and value (see NumpyBackend.constant)
+_CONSTANTS: dict[Any, dict[float, Any]] = {}
 _ADD_REDUCE: Any = np.add.reduce
 _MULTIPLY_REDUCE: Any = np.multiply.reduce
 _MAXIMUM_REDUCE: Any = np.maximum.reduce
@@ -97,6 +99,22 @@ class NumpyBackend:
         if x.ndim == 0:
             return np.ndarray(shape, x.dtype, buffer=x, strides=(0,) * len(shape))
         return np.broadcast_to(x, shape)
+
+    @staticmethod
+    def constant(value: float, dtype: Any) -> Any:
+        """A read-only 0-d array of ``value`` in ``dtype``, made once: NumPy combines one
+        with a small array in two thirds of the time it takes with a Python float."""
+        by_value = _CONSTANTS.get(dtype)
+        if by_value is None:
+            by_value = _CONSTANTS[dtype] = {}
+        c = by_value.get(value)
+        if c is None:
+            c = np.asarray(value, dtype=dtype)
+            c.flags.writeable = False
+            if value == value and value != 0 and len(by_value) < 4096:
+                # (nan is never found again; -0.0 would be found as 0.0)
+                by_value[value] = c
+        return c
 
     # --- what only this module may know ------------------------------------------------
     @staticmethod

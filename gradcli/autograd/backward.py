@@ -22,8 +22,8 @@ import numpy as np
 from ..errors import ShapeError
 from . import registry
 from .backend import NUMPY
-from .node import FACTOR, FREED, FREED_MESSAGE, AccumulateGrad, Node
-from .state import GRAD, NO_GRAD, STATE
+from .node import FACTOR, FREED, FREED_MESSAGE, AccumulateGrad, Node, identity
+from .state import GRAD, NO_GRAD, set_mode
 from .tensor import Tensor, const, edge, tensor_on_edge
 
 _ndarray = np.ndarray
@@ -139,33 +139,40 @@ def run(
             needed = _leading_to(root, wanted)
             if root not in needed:
                 return found
-    # Gradients that are complete go on `ready` with whether their buffer is ours: the root,
-    # and every node with a single use once its one consumer has run (a chain never waits).
-    # A node with several uses collects its terms in `grads` and waits in `queue`, by
-    # decreasing sequence number, until all of them have arrived.
-    ready: list[tuple[Any, Any, bool]] = [(root, g, False)]
+    # The node being visited is `node`, with its complete gradient `gnode` and whether that
+    # buffer is ours to write into (`own`). A node with a single use is complete as soon as
+    # its one consumer has run: the first such input of a node is visited next (a chain
+    # goes from node to node with no queue), any other waits on `ready`. A node with
+    # several uses collects its terms in `grads` and waits in `queue`, by decreasing
+    # sequence number, until all of them have arrived.
+    node: Any = root
+    gnode: Any = g
+    own = False
+    ready: list[tuple[Any, Any, bool]] = []
+    nxt: Any = None
+    gnxt: Any = None
     grads: dict[Any, Any] = {}
     owned: set[Any] = set()  # waiting nodes whose gradient buffer is ours to add into
     queue: list[tuple[int, Any]] = []
-    push, popq = heapq.heappush, heapq.heappop
-    pop, get = grads.pop, grads.get
+    popq = heapq.heappop
+    pop = grads.pop
     take = ready.pop
     ready_append = ready.append
     ndarray = _ndarray
-    state = STATE
-    prev_mode = state.mode
-    state.mode = GRAD if create_graph else NO_GRAD
+    release = not retain
+    prev_mode = set_mode(GRAD if create_graph else NO_GRAD)
     try:
         with NUMPY.quiet():
             while True:
-                if ready:
-                    node, gnode, own = take()
-                elif queue:
-                    node = popq(queue)[1]
-                    gnode = pop(node)
-                    own = node in owned
-                else:
-                    break
+                if node is None:
+                    if ready:
+                        node, gnode, own = take()
+                    elif queue:
+                        node = popq(queue)[1]
+                        gnode = pop(node)
+                        own = node in owned
+                    else:
+                        break
                 prim = node.prim
                 if wanted is not None and node in wanted:
                     for i in wanted[node]:
@@ -174,12 +181,15 @@ def run(
                 if prim is None:
                     if wanted is None:
                         _accumulate(node.variable, gnode, own, create_graph)
+                    node = None
                     continue
                 if node.retained is not None and wanted is None:
                     kept = node.retained()
                     if kept is not None:
                         _accumulate(kept, gnode, False, create_graph)
-                if needed is not None and not any(to in needed for to in node.next):
+                edges = node.next
+                if needed is not None and not any(to in needed for to in edges):
+                    node = None
                     continue  # a target that leads to no other: its rule need not run
                 saved = node.saved
                 if saved is FREED:
@@ -191,81 +201,118 @@ def run(
                         saved = _as_tensors(node)
                     if ans is not None:
                         ans = tensor_on_edge(ans, node)
-                if not retain and (saved or ans is not None):
+                if release and (saved or ans is not None):
                     node.saved = FREED
                     node.ans = None
-                form, local_rule, nary, vjps, broadcasts = prim.plan
+                form, local_rule, nary, vjps, broadcasts, nsaved = prim.plan
+                node = None  # the next node to visit, if one is found complete below
+                if form:
+                    # One input, elementwise: g * factor or g / divisor, written into g
+                    # when g is a large buffer of our own of the right shape and dtype.
+                    # Its one edge leads somewhere (the node exists because it does).
+                    to = edges[0]
+                    if needed is not None and to not in needed:
+                        continue
+                    local = (
+                        local_rule(xp, ans, ctx, saved[0]) if saved else local_rule(xp, ans, ctx)
+                    )
+                    if (
+                        own
+                        and gnode.size >= INPLACE_MIN
+                        and (
+                            type(local) is float
+                            or (
+                                type(local) is ndarray
+                                and local.shape == gnode.shape
+                                and (local.dtype == gnode.dtype or local.dtype.kind == "b")
+                            )
+                        )
+                    ):
+                        if form == FACTOR:
+                            NUMPY.multiply_into(gnode, local)
+                        else:
+                            NUMPY.divide_into(gnode, local)
+                        fresh = True
+                    else:
+                        gnode = gnode * local if form == FACTOR else gnode / local
+                        fresh = type(gnode) is ndarray
+                    local = saved = ans = None  # not alive while the next rule allocates
+                    if to.uses == 1:
+                        node, own = to, fresh
+                        continue
+                    _collect(to, gnode, fresh, grads, owned, queue)
+                    gnode = None
+                    continue
                 # the input shapes where an input was broadcast up (see Primitive.broadcasts)
                 shapes = ctx if broadcasts else None
-                for i, to in enumerate(node.next):
+                nxt = None
+                for i, to in enumerate(edges):
                     if to is None or (needed is not None and to not in needed):
                         continue
-                    if form:
-                        # one input, elementwise: g * factor or g / divisor, written into g
-                        # when g is a large buffer of our own of the right shape and dtype
-                        local = local_rule(xp, ans, ctx, *saved)
-                        if (
-                            own
-                            and gnode.size >= INPLACE_MIN
-                            and (
-                                type(local) is float
-                                or (
-                                    type(local) is ndarray
-                                    and local.shape == gnode.shape
-                                    and (local.dtype == gnode.dtype or local.dtype.kind == "b")
-                                )
-                            )
-                        ):
-                            if form == FACTOR:
-                                NUMPY.multiply_into(gnode, local)
-                            else:
-                                NUMPY.divide_into(gnode, local)
-                            pg = gnode
-                            fresh = True
-                        else:
-                            pg = gnode * local if form == FACTOR else gnode / local
-                            fresh = type(pg) is ndarray
-                        local = None  # not alive while the next rule allocates
+                    if nary:
+                        pg = vjps[0](xp, gnode, ans, ctx, i)
                     else:
-                        if nary:
-                            pg = vjps[0](xp, gnode, ans, ctx, i)
+                        rule = vjps[i]
+                        if rule is identity:
+                            pg = gnode
+                        elif rule is None:
+                            continue
                         else:
-                            rule = vjps[i]
-                            if rule is None:
-                                continue
-                            pg = rule(xp, gnode, ans, ctx, *saved)
+                            # called with its arguments spelled out: a call with *saved
+                            # costs twice as much
+                            if nsaved == 2:
+                                pg = rule(xp, gnode, ans, ctx, saved[0], saved[1])
+                            elif nsaved == 0:
+                                pg = rule(xp, gnode, ans, ctx)
+                            else:
+                                pg = rule(xp, gnode, ans, ctx, *saved)
                             if pg is None:
                                 continue
-                        # a fresh array (not g itself, not a view, not a NumPy scalar, which
-                        # += would only rebind) can take later terms in place
-                        fresh = type(pg) is ndarray and pg.base is None and pg is not gnode
+                    # a fresh array (not g itself, not a view, not a NumPy scalar, which
+                    # += would only rebind) can take later terms in place
+                    fresh = type(pg) is ndarray and pg.base is None and pg is not gnode
                     if shapes is not None and pg.shape != shapes[i]:
                         pg = xp.sum_to(pg, shapes[i])
                         fresh = type(pg) is ndarray and pg.base is None
                     if to.uses == 1:
-                        ready_append((to, pg, fresh))
+                        if nxt is None:
+                            nxt, gnxt, own = to, pg, fresh
+                        else:
+                            ready_append((to, pg, fresh))
                         continue
-                    prev = get(to)
-                    if prev is None:
-                        grads[to] = pg
-                        push(queue, (-to.seq, to))
-                        if fresh:
-                            owned.add(to)
-                    elif to in owned:
-                        prev += pg
-                    elif fresh:
-                        pg += prev
-                        grads[to] = pg
-                        owned.add(to)
-                    else:
-                        total = grads[to] = prev + pg
-                        if type(total) is ndarray:
-                            owned.add(to)
+                    _collect(to, pg, fresh, grads, owned, queue)
                 # what this node held is released now, not when the next one is visited
-                gnode = pg = prev = saved = ans = None
+                pg = saved = ans = None
+                if nxt is not None:
+                    node, gnode = nxt, gnxt
+                    gnxt = None
+                else:
+                    gnode = None
     finally:
-        state.mode = prev_mode
+        set_mode(prev_mode)
     return found
+
+
+def _collect(
+    to: Any, pg: Any, fresh: bool, grads: dict[Any, Any], owned: set[Any], queue: list[Any]
+) -> None:
+    """Add ``pg`` to the gradient waiting for ``to``, a node of several uses."""
+    prev = grads.get(to)
+    if prev is None:
+        grads[to] = pg
+        heapq.heappush(queue, (-to.seq, to))
+        if fresh:
+            owned.add(to)
+    elif to in owned:
+        prev += pg
+    elif fresh:
+        pg += prev
+        grads[to] = pg
+        owned.add(to)
+    else:
+        total = grads[to] = prev + pg
+        if type(total) is _ndarray:
+            owned.add(to)
 
 
 def _leading_to(root: Any, targets: dict[Any, Any]) -> set[Any]:

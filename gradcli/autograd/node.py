@@ -29,6 +29,13 @@ next_seq = itertools.count().__next__
 #: or ``g / divisor`` (see registry.unary)
 GENERAL, FACTOR, DIVISOR = 0, 1, 2
 
+
+def identity(xp: Any, g: Any, ans: Any, ctx: Any, *saved: Any) -> Any:
+    """The VJP that passes the gradient on unchanged (``add``'s, ``reshape``'s): backward
+    recognises it and makes no call."""
+    return g
+
+
 #: ``Node.saved`` after backward has used and released it
 FREED: tuple[Any, ...] = ("freed",)
 

@@ -27,7 +27,7 @@ from . import state as _state
 from .backend import NUMPY
 from .node import DIVISOR, FACTOR, GENERAL, Node, next_seq
 from .shapes import check_broadcast
-from .state import TRACE
+from .state import GRAD, TRACE
 from .tensor import Tensor, accumulator, lift, trace
 
 _ndarray = NUMPY.ndarray
@@ -81,7 +81,7 @@ class Primitive:
         #: input shapes (None when none was), and backward sums each gradient back down
         self.broadcasts = broadcasts
         #: what backward reads of a primitive, in one attribute
-        self.plan = (form, local, nary, self.vjps, broadcasts)
+        self.plan = (form, local, nary, self.vjps, broadcasts, len(self.save_in))
 
     @property
     def local(self) -> Callable[..., Any] | None:
@@ -91,7 +91,7 @@ class Primitive:
     @local.setter
     def local(self, rule: Callable[..., Any] | None) -> None:
         self._local = rule
-        self.plan = (self.form, rule, self.nary, self.vjps, self.broadcasts)
+        self.plan = (self.form, rule, self.nary, self.vjps, self.broadcasts, len(self.save_in))
 
     def saved(self, values: Sequence[Any]) -> tuple[Any, ...]:
         """The values of the inputs a node of this primitive keeps (``values``: arrays)."""
@@ -388,6 +388,7 @@ def unary(
     save_x = bool(prim.save_in)
     save_ans = prim.save_ans
     state = _state.STATE
+    off_default = _state.OFF_DEFAULT
     new_tensor, new_node = Tensor.__new__, Node.__new__
 
     # The hot path of every elementwise op: record() written out, the edge inlined.
@@ -400,7 +401,7 @@ def unary(
         t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)
         t.grad = None
         t.label = None
-        mode = state.mode
+        mode = state.mode if off_default[0] else GRAD
         if mode and x.requires_grad:
             node = new_node(Node)
             node.prim = prim
@@ -480,33 +481,34 @@ def binary(
     keep_inputs = bool(prim.save_in)
     save_ans = prim.save_ans
     state = _state.STATE
+    off_default = _state.OFF_DEFAULT
     new_tensor, new_node = Tensor.__new__, Node.__new__
     label = public_name or name
 
     # The hot path of every elementwise op of two inputs: record() written out, the edges
-    # inlined. A Python number becomes a cached constant (a 0-d array: NumPy adds one of
-    # those to an array faster than it converts a float).
+    # inlined.
     def apply(x: Any, y: Any) -> Tensor:
-        if type(x) is not Tensor:
-            x = lift(x, y)
-        if type(y) is not Tensor:
-            y = lift(y, x)
-        xd = x.data
-        yd = y.data
-        xs = xd.shape
-        ys = yd.shape
-        shapes = None
-        if xs != ys:
-            shapes = (xs, ys)  # backward sums the gradients back down
-            # A one-element operand never grows the result: only then is a check needed.
-            if xd.size != 1 and yd.size != 1:
-                check_broadcast(name, xs, ys)
+        if type(x) is Tensor and type(y) is Tensor:
+            xd = x.data
+            yd = y.data
+            xs = xd.shape
+            ys = yd.shape
+            shapes = None
+            if xs != ys:
+                shapes = (xs, ys)  # backward sums the gradients back down
+                # A one-element operand never grows the result: only then is a check needed.
+                if xd.size != 1 and yd.size != 1:
+                    check_broadcast(name, xs, ys)
+        else:
+            x, y, shapes = _operands(name, x, y)
+            xd = x.data
+            yd = y.data
         out = run(xd, yd)
         t = new_tensor(Tensor)
         t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)
         t.grad = None
         t.label = None
-        mode = state.mode
+        mode = state.mode if off_default[0] else GRAD
         if mode and (x.requires_grad or y.requires_grad):
             tx = x.grad_fn
             if tx is None and x.requires_grad:
@@ -557,6 +559,30 @@ def binary(
         setattr(Tensor, f"__{dunder}__", apply)
         setattr(Tensor, f"__r{dunder}__", reflected)
     return apply
+
+
+def _operands(name: str, x: Any, y: Any) -> tuple[Tensor, Tensor, Any]:
+    """The operands of a binary primitive when one is not a tensor: as tensors (a Python
+    number becomes a cached constant, a 0-d array: NumPy combines one of those with an
+    array faster than it converts a float), and their shapes when one is broadcast up.
+    A 0-d constant beside a tensor needs no shapes: it never grows the result, and takes
+    no gradient."""
+    if type(x) is not Tensor:
+        x = lift(x, y)
+        if type(y) is not Tensor:
+            y = lift(y, x)
+        elif x.data.ndim == 0:
+            return x, y, None
+    else:
+        y = lift(y, x)
+        if y.data.ndim == 0:
+            return x, y, None
+    xs, ys = x.data.shape, y.data.shape
+    if xs == ys:
+        return x, y, None
+    if x.data.size != 1 and y.data.size != 1:
+        check_broadcast(name, xs, ys)
+    return x, y, (xs, ys)
 
 
 # --------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import numpy as np
 
 from .backend import NUMPY
 from .node import AccumulateGrad, Node, next_seq
-from .state import NO_GRAD, STATE, TRACE
+from .state import GRAD, NO_GRAD, OFF_DEFAULT, STATE, TRACE, mode
 
 _ndarray = np.ndarray
 
@@ -183,7 +183,7 @@ class Tensor:
     def _inplace(self, other: Any, op: str) -> Tensor:
         from . import registry
 
-        if STATE.mode != NO_GRAD and (self.requires_grad or getattr(other, "requires_grad", False)):
+        if mode() != NO_GRAD and (self.requires_grad or getattr(other, "requires_grad", False)):
             if self.requires_grad and self.grad_fn is None:
                 raise RuntimeError(
                     "a leaf Variable that requires grad is being used in an in-place operation."
@@ -273,9 +273,7 @@ def lift(x: Any, like: Any = None) -> Tensor:
 
 
 def _scalar(x: float, dtype: Any) -> Tensor:
-    data = np.asarray(x, dtype=dtype)
-    data.flags.writeable = False
-    t = const(data)
+    t = const(NUMPY.constant(x, dtype))
     if x == x and x != 0:  # nan is never found again; -0.0 would be found as 0.0
         by_value = _SCALARS.setdefault(dtype, {})
         if len(by_value) > 4096:
@@ -340,8 +338,8 @@ def record(
     t.data = out if type(out) is _ndarray else np.asarray(out)
     t.grad = None
     t.label = None
-    mode = STATE.mode
-    if mode:
+    now = STATE.mode if OFF_DEFAULT[0] else GRAD
+    if now:
         for x in inputs:
             if type(x) is Tensor and x.requires_grad:
                 node = Node.__new__(Node)
@@ -362,7 +360,7 @@ def record(
                 node.retained = None
                 t.requires_grad = True
                 t.grad_fn = node
-                if mode == TRACE:
+                if now == TRACE:
                     trace(t, prim.name, inputs)
                 return t
     t.requires_grad = False

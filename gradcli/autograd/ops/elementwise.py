@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from ..backend import NUMPY
-from ..node import FACTOR
+from ..node import FACTOR, identity
 from ..registry import OPS, TENSOR_ONLY, Primitive, binary, public, unary
 from ..shapes import check_broadcast
 from ..tensor import Tensor, const, lift, record
@@ -27,15 +27,16 @@ def _zero(xp: Any, g: Any, ans: Any, ctx: Any) -> Any:
 
 # a constant of zeros needs no recording (and, in a rule, no gradient)
 TENSOR_ONLY["zeros_like"] = lambda x: const(NUMPY.zeros_like(x.data))
+TENSOR_ONLY["constant"] = lambda value, dtype: const(NUMPY.constant(value, dtype))
 
 
-def _one_minus_square(a: Any) -> Any:
-    """``1 - a a``. On large arrays as ``-(a a - 1)``, the same bits, where NumPy reuses the
-    temporary ``a a`` for the subtraction (one array less at the peak of backward); on
-    small ones the plain form, one call less."""
-    if a.size >= 1 << 14:
-        return -(a * a - 1.0)
-    return 1.0 - a * a
+def _tanh_factor(xp: Any, ans: Any, ctx: Any) -> Any:
+    """``1 - ans^2``. On large arrays as ``-(ans ans - 1)``, the same bits, where NumPy
+    reuses the temporary ``ans ans`` for the subtraction (one array less at the peak of
+    backward); on small ones the plain form, one call less."""
+    if ans.size >= 1 << 14:
+        return -(ans * ans - 1.0)
+    return xp.constant(1.0, ans.dtype) - ans * ans
 
 
 def _sigmoid(xp: Any, x: Any) -> Any:
@@ -88,7 +89,7 @@ sinh = unary("sinh", "sinh", factor=lambda xp, ans, ctx, x: xp.cosh(x), saves=("
              doc="g cosh(x)", summary="hyperbolic sine")
 cosh = unary("cosh", "cosh", factor=lambda xp, ans, ctx, x: xp.sinh(x), saves=("x",),
              doc="g sinh(x)", summary="hyperbolic cosine")
-tanh = unary("tanh", "tanh", factor=lambda xp, ans, ctx: _one_minus_square(ans), saves=("ans",),
+tanh = unary("tanh", "tanh", factor=_tanh_factor, saves=("ans",),
              doc="g (1 - tanh(x)^2)", summary="hyperbolic tangent")
 arcsinh = unary("arcsinh", "arcsinh", divisor=lambda xp, ans, ctx, x: xp.sqrt(x * x + 1.0),
                 saves=("x",), doc="g / sqrt(x^2 + 1)", summary="inverse hyperbolic sine",
@@ -119,9 +120,9 @@ round = unary("round", "round", vjp=_zero, saves=(), doc="0",
               summary="nearest whole number (halves to even)")
 
 # ---- two inputs (broadcasting is undone by backward, not here) ---------------------------
-add = binary("add", "add", lambda xp, g, ans, ctx: g, lambda xp, g, ans, ctx: g, saves=(),
+add = binary("add", "add", identity, identity, saves=(),
              doc="dx = g, dy = g", summary="a + b", dunder="add", language=False)
-subtract = binary("sub", "subtract", lambda xp, g, ans, ctx: g, lambda xp, g, ans, ctx: -g,
+subtract = binary("sub", "subtract", identity, lambda xp, g, ans, ctx: -g,
                   saves=(), doc="dx = g, dy = -g", summary="a - b", public_name="subtract",
                   dunder="sub", language=False)
 multiply = binary("mul", "multiply", lambda xp, g, ans, ctx, x, y: g * y,
