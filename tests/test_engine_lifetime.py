@@ -547,6 +547,37 @@ def test_no_grad_in_one_thread_does_not_stop_recording_in_another() -> None:
     assert seen == {"enabled": False, "requires_grad": False, "after": True}
 
 
+def test_threads_switching_grad_mode_see_their_own_mode_and_leave_no_count() -> None:
+    """The hot path trusts GRAD while no thread is off it (state.OFF_DEFAULT): threads
+    entering and leaving no_grad, backward and tracing at once must each see their own
+    mode every time, and leave the count empty."""
+    from gradcli.autograd import state
+
+    def work(seed: int) -> list[str]:
+        wrong = []
+        x = gradcli.tensor([1.0 + seed, 2.0], requires_grad=True)
+        for i in range(300):
+            with gradcli.no_grad():
+                if (x * 2.0).requires_grad:
+                    wrong.append(f"recorded in no_grad at {i}")
+                with gradcli.enable_grad():
+                    if not (x * 2.0).requires_grad:
+                        wrong.append(f"not recorded in enable_grad at {i}")
+            y = (x * x).sum()
+            if not y.requires_grad:
+                wrong.append(f"not recorded at {i}")
+            y.backward()
+        if x.grad.tolist() != [600.0 * (1.0 + seed), 1200.0]:
+            wrong.append(f"gradient {x.grad.tolist()}")
+        return wrong
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(work, range(16)))
+    assert results == [[]] * 16
+    assert state.OFF_DEFAULT == []
+    assert gradcli.is_grad_enabled()
+
+
 # --------------------------------------------------------------------------------------
 # 4. no_grad and evaluate()
 # --------------------------------------------------------------------------------------

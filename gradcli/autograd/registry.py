@@ -401,7 +401,7 @@ def unary(
         t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)
         t.grad = None
         t.label = None
-        mode = state.mode if off_default[0] else GRAD
+        mode = state.mode if off_default else GRAD
         if mode and x.requires_grad:
             node = new_node(Node)
             node.prim = prim
@@ -508,7 +508,7 @@ def binary(
         t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)
         t.grad = None
         t.label = None
-        mode = state.mode if off_default[0] else GRAD
+        mode = state.mode if off_default else GRAD
         if mode and (x.requires_grad or y.requires_grad):
             tx = x.grad_fn
             if tx is None and x.requires_grad:

@@ -36,17 +36,17 @@ class State(threading.local):
 
 STATE = State()
 
-#: How many threads have a mode other than GRAD at this moment, in its one element. While
-#: it is 0, every thread records, and the hot path need not read its thread's state (a
-#: thread-local read costs a twentieth of a small op). A thread that leaves GRAD counts
-#: itself before it changes its mode, so a thread that reads 0 is itself in GRAD.
-OFF_DEFAULT = [0]
-_OFF_DEFAULT_LOCK = threading.Lock()
+#: One element per thread whose mode is not GRAD at this moment. While it is empty, every
+#: thread records, and the hot path need not read its thread's state (a thread-local read
+#: costs a twentieth of a small op). A thread counts itself before it leaves GRAD and
+#: uncounts itself after it is back, so a thread that finds the list empty is in GRAD.
+#: ``append`` and ``pop`` are atomic: no lock.
+OFF_DEFAULT: list[None] = []
 
 
 def mode() -> int:
     """This thread's grad mode."""
-    return STATE.mode if OFF_DEFAULT[0] else GRAD
+    return STATE.mode if OFF_DEFAULT else GRAD
 
 
 def set_mode(new: int) -> int:
@@ -55,12 +55,11 @@ def set_mode(new: int) -> int:
     state = STATE
     old = state.mode
     if old != new:
-        with _OFF_DEFAULT_LOCK:
-            if old == GRAD:
-                OFF_DEFAULT[0] += 1
-            elif new == GRAD:
-                OFF_DEFAULT[0] -= 1
-            state.mode = new
+        if old == GRAD:
+            OFF_DEFAULT.append(None)
+        state.mode = new
+        if new == GRAD:
+            OFF_DEFAULT.pop()
     return old
 
 

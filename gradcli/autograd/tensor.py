@@ -338,7 +338,7 @@ def record(
     t.data = out if type(out) is _ndarray else np.asarray(out)
     t.grad = None
     t.label = None
-    now = STATE.mode if OFF_DEFAULT[0] else GRAD
+    now = STATE.mode if OFF_DEFAULT else GRAD
     if now:
         for x in inputs:
             if type(x) is Tensor and x.requires_grad:

@@ -14,6 +14,8 @@ from ..registry import TENSOR_ONLY, Axis, Primitive, primitive, public
 from ..shapes import ALL_AXES, normalize_axis
 from ..tensor import Tensor, lift, record
 
+_ndarray = NUMPY.ndarray
+
 
 def kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(1 if i in axes else s for i, s in enumerate(shape))
@@ -151,8 +153,12 @@ def _fwd(name: str) -> Any:
     return forward
 
 
+def _sum_forward(xp: Any, x: Any, axis: tuple[int, ...], keepdims: bool) -> Any:
+    return xp.sum(x, axis=axis, keepdims=keepdims)
+
+
 # fmt: off
-SUM = primitive("sum", _fwd("sum"), _sum_vjp, saves=(),
+SUM = primitive("sum", _sum_forward, _sum_vjp, saves=(),
                 doc="g broadcast back over the reduced axes")
 MEAN = primitive("mean", _fwd("mean"), _mean_vjp, saves=(),
                  doc="g / n broadcast back over the reduced axes")
@@ -172,16 +178,18 @@ STD = primitive("std", _std_forward, _std_vjp, saves=("x", "ans"),
 
 
 def reduce(prim: Primitive, x: Any, axis: Any, keepdims: bool, *extra: Any) -> Tensor:
-    x = lift(x)
+    if type(x) is not Tensor:
+        x = lift(x)
     xd = x.data
     axes = ALL_AXES[xd.ndim] if axis is None else normalize_axis(axis, xd.ndim, prim.name)
-    if prim in (MAX, MIN) and xd.size == 0 and 0 in [xd.shape[a] for a in axes]:
+    if xd.size == 0 and (prim is MAX or prim is MIN) and 0 in [xd.shape[a] for a in axes]:
         raise ShapeError(f"{prim.name}: cannot reduce an empty tensor (it has no {prim.name}imum)")
-    keep = bool(keepdims)
+    keep = keepdims is True or bool(keepdims)
     out = prim.fwd(NUMPY, xd, axes, keep, *extra)
-    if type(out) is not NUMPY.ndarray or out.dtype != xd.dtype:  # a NumPy scalar
+    if type(out) is not _ndarray or out.dtype != xd.dtype:  # a NumPy scalar
         out = NUMPY.asarray(out, dtype=xd.dtype)
-    return record(out, prim, (x,), prim.saved((xd,)), (axes, keep, xd.shape, *extra))
+    ctx = (axes, keep, xd.shape, *extra) if extra else (axes, keep, xd.shape)
+    return record(out, prim, (x,), (xd,) if prim.save_in else (), ctx)
 
 
 @public(SUM, "sum of elements")
