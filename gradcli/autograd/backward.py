@@ -141,7 +141,7 @@ def run(
                 return found
     # The node being visited is `node`, with its complete gradient `gnode` and whether that
     # buffer is ours to write into (`own`). A node with a single use is complete as soon as
-    # its one consumer has run: the first such input of a node is visited next (a chain
+    # its one consumer has run: the last such input of a node is visited next (a chain
     # goes from node to node with no queue), any other waits on `ready`. A node with
     # several uses collects its terms in `grads` and waits in `queue`, by decreasing
     # sequence number, until all of them have arrived.
@@ -275,10 +275,11 @@ def run(
                         pg = xp.sum_to(pg, shapes[i])
                         fresh = type(pg) is ndarray and pg.base is None
                     if to.uses == 1:
-                        if nxt is None:
-                            nxt, gnxt, own = to, pg, fresh
-                        else:
-                            ready_append((to, pg, fresh))
+                        # the last such input is visited next, the others after it (the
+                        # order of a stack: W3b's peak memory depends on it)
+                        if nxt is not None:
+                            ready_append((nxt, gnxt, own))
+                        nxt, gnxt, own = to, pg, fresh
                         continue
                     _collect(to, pg, fresh, grads, owned, queue)
                 # what this node held is released now, not when the next one is visited
