@@ -2,11 +2,43 @@
 
 Every refusal gradcli makes is one of these. ``kind`` is the ``error.kind`` of the JSON
 response and ``exit_code`` the process exit status the CLI uses for it (SPEC §2).
+
+:func:`escape_controls` is the one way user text (names, programs, messages) is made safe to
+show on a terminal.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# Characters a terminal acts on instead of showing: C0 controls (ESC starts escape
+# sequences, BEL ends an OSC title, CR overwrites a line ...) but tab and line feed, which
+# only lay text out; DEL; C1 controls (0x9B is a one-byte CSI, 0x9D an OSC on some
+# terminals); the bidirectional embeddings, overrides and isolates (U+202A-U+202E,
+# U+2066-U+2069), which reorder what follows them ("Trojan Source"); and the Unicode line
+# and paragraph separators U+2028/U+2029, which terminals show inconsistently. Each is shown
+# as Python writes it in a string literal (the form ``repr`` uses in other messages):
+# ``\x1b``, ``\r``, ``\x9b``, ``\u202e``. Every other character, printable Unicode
+# (Bengali, CJK) and joiners included, is kept as it is.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    char = match.group()
+    if char == "\r":
+        return "\\r"
+    return f"\\x{ord(char):02x}" if ord(char) <= 0xFF else f"\\u{ord(char):04x}"
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character escaped, ready for a terminal.
+
+    Used for all user text shown in tables, trees and on stderr; JSON output is data and
+    keeps the text as it is (JSON escapes control characters itself). Tab and line feed are
+    kept; see ``_CONTROLS`` for what is escaped and how.
+    """
+    return _CONTROLS.sub(_escaped, text)
 
 
 class GradcliError(Exception):

@@ -5,8 +5,10 @@ prints them (``np.array2string``), summarised with ``...`` past NumPy's threshol
 ``full`` is asked for, and never cut short to fit the terminal: a wide value is re-wrapped
 by NumPy at the width its table cell gets, between elements, never inside a number. When a
 terminal is too narrow even for that, ``print_result`` switches to a stacked layout (one
-field per line). All user text (names, expressions, messages) is shown literally: it is
-always passed to rich as ``Text``, never as markup.
+field per line), and narrower still, a plain list. All user text (names, expressions,
+messages) is shown literally and safely: it is always passed to rich through :func:`_text`,
+as ``Text`` (never markup) with control characters escaped (``errors.escape_controls``);
+the consoles :func:`make_console` makes escape them in plain strings too.
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ from typing import Any
 
 import numpy as np
 from rich import box
-from rich.console import Console, ConsoleOptions, RenderResult
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
 from .api import Result
-from .errors import GradcliError
+from .errors import GradcliError, escape_controls
 
 __all__ = [
     "NO_GRAD",
@@ -86,6 +88,12 @@ def format_array(
     if arr.ndim == 0 and arr.dtype.kind == "f":
         text = _BARE_POINT.sub(".0", text)
     return text
+
+
+def _text(text: str, style: str = "") -> Text:
+    """User text (a name, a program, a message) for rich: literal, control characters
+    escaped, folded rather than cut when it is wider than the space it gets."""
+    return Text(escape_controls(text), style=style, overflow="fold")
 
 
 def _shape(a: np.ndarray) -> str:
@@ -185,11 +193,11 @@ def _rows(result: Result, precision: int, full: bool) -> list[list[_Row]]:
         return _cell(a, precision=precision, full=full, missing=missing)
 
     inputs: list[_Row] = [
-        (Text(name), Text(_shape(value)), cell(value), cell(result.grads.get(name), CONSTANT))
+        (_text(name), Text(_shape(value)), cell(value), cell(result.grads.get(name), CONSTANT))
         for name, value in result.inputs.items()
     ]
     intermediates: list[_Row] = [
-        (Text(name), Text(_shape(value)), cell(value), cell(grad))
+        (_text(name), Text(_shape(value)), cell(value), cell(grad))
         for name, (value, grad) in result.intermediates.items()
     ]
     output: list[_Row] = [
@@ -209,7 +217,7 @@ def _caption(result: Result, precision: int) -> Text:
     if result.reduction == "sum":
         lines.append("output reduced with sum() before backward, as z.sum().backward()")
     elif result.reduction:
-        lines.append(f"output reduced with {result.reduction}() before backward")
+        lines.append(f"output reduced with {escape_controls(result.reduction)}() before backward")
     clip = result.clip or {}
     clipped = "clip_value" in clip or float(clip.get("scale", 1.0)) < 1.0
     if any(g is not None for g in result.grads.values()):
@@ -237,7 +245,7 @@ def _caption(result: Result, precision: int) -> Text:
 
 def _base_table(result: Result, precision: int, *, show_header: bool = True) -> Table:
     return Table(
-        title=Text(result.expr),
+        title=_text(result.expr),
         caption=_caption(result, precision),
         caption_justify="left",
         box=box.HEAVY_HEAD,
@@ -279,6 +287,50 @@ def _stacked_table(result: Result, *, precision: int = 4, full: bool = False) ->
     return table
 
 
+def _as_list(table: Table) -> Group:
+    """``table`` drawn as a plain list, for a terminal too narrow for its columns: the
+    title, then each row's cells, one a line after its column's header, and the caption.
+    An array gets the terminal's full width (under its header), so NumPy wraps it between
+    elements and folds inside a number only when one element is wider than the terminal:
+    every number is shown. Empty cells are left out."""
+
+    def text(content: Any, style: str = "") -> Text:
+        out = content.copy() if isinstance(content, Text) else Text(str(content))
+        out.overflow = "fold"
+        if style:
+            out.stylize(style)
+        return out
+
+    parts: list[RenderableType] = []
+    if table.title:
+        parts.append(text(table.title, "bold"))
+    columns = [(text(column.header, "dim"), list(column.cells)) for column in table.columns]
+    for r in range(table.row_count):
+        parts.append(Text(""))
+        for header, cells in columns:
+            cell = text(cells[r]) if isinstance(cells[r], str) else cells[r]
+            if isinstance(cell, Text):
+                if cell.plain:
+                    label = Text.assemble(header, " ") if header.plain else Text()
+                    parts.append(text(Text.assemble(label, cell)))
+            else:  # an array: under its header, at full width
+                parts += [header, cell] if header.plain else [cell]
+    if table.caption:
+        parts += [Text(""), text(table.caption)]
+    return Group(*parts)
+
+
+def _fits(console: Console, table: Table) -> bool:
+    """Whether ``table`` can be drawn within the console's width without cutting a cell's
+    longest word (a number) short."""
+    return _min_width(console, table) <= console.width
+
+
+def _print_table(console: Console, table: Table) -> None:
+    """Print ``table``, or, on a terminal too narrow for it, the same content as a list."""
+    console.print(table if _fits(console, table) else _as_list(table))
+
+
 def _min_width(console: Console, table: Table) -> int:
     """The narrowest the table can be drawn without splitting any cell's longest word."""
     return Measurement.get(console, console.options.update_width(10**6), table).minimum
@@ -287,31 +339,49 @@ def _min_width(console: Console, table: Table) -> int:
 def print_result(
     result: Result, console: Console, *, precision: int = 4, full: bool = False
 ) -> None:
-    """Print the result table; on a terminal too narrow for it, a stacked layout instead."""
-    table: Table = result_table(result, precision=precision, full=full)
-    if _min_width(console, table) > console.width:
-        table = _stacked_table(result, precision=precision, full=full)
-    console.print(table)
+    """Print the result table; on a terminal too narrow for it, a stacked layout (one field
+    a line) instead, and a plain list where even that does not fit: a column is never drawn
+    narrower than its numbers, so no number is cut short or dropped."""
+    table = result_table(result, precision=precision, full=full)
+    layout: Table | Group = table
+    if not _fits(console, table):
+        stacked = _stacked_table(result, precision=precision, full=full)
+        layout = stacked if _fits(console, stacked) else _as_list(table)
+    console.print(layout)
 
 
 def print_error(err: GradcliError, console: Console) -> None:
     """Print ``error: <message>`` and then the error's context lines verbatim (no wrapping)."""
     # one line whatever the terminal width: scripts read the cause from the first line
-    console.print(Text.assemble(("error", "bold red"), ": ", err.message), soft_wrap=True)
+    message = escape_controls(err.message)
+    console.print(Text.assemble(("error", "bold red"), ": ", message), soft_wrap=True)
     if err.context:
         # the context holds a source line and a caret: not wrapped, not cropped, not styled
-        console.print(Text(err.context), soft_wrap=True, highlight=False, markup=False)
+        # (the lexer already shows a control character there as a space, keeping the caret
+        # under its column; escaping is the safety net)
+        context = Text(escape_controls(err.context))
+        console.print(context, soft_wrap=True, highlight=False, markup=False)
 
 
 def print_warnings(warnings: Iterable[str], console: Console) -> None:
     """Print each warning as ``warning: <text>``."""
     for warning in warnings:
-        console.print(Text.assemble(("warning", "yellow"), ": ", warning), soft_wrap=True)
+        text = Text.assemble(("warning", "yellow"), ": ", escape_controls(warning))
+        console.print(text, soft_wrap=True)
+
+
+class _TerminalConsole(Console):
+    """A rich console that escapes control characters in every plain string it is given
+    (``console.print("...")``, a string cell or title), as :func:`_text` does for ``Text``."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        return super().render_str(escape_controls(text), **kwargs)
 
 
 def make_console(stderr: bool = False) -> Console:
-    """A console with rich's colour rules (off when not a terminal, ``NO_COLOR`` honoured)."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=False)
+    """A console with rich's colour rules (off when not a terminal, ``NO_COLOR`` honoured)
+    that shows control characters in plain strings escaped."""
+    return _TerminalConsole(stderr=stderr, highlight=False, soft_wrap=False)
 
 
 def print_functions(functions: Iterable[Any], console: Console) -> None:
@@ -334,41 +404,41 @@ def print_functions(functions: Iterable[Any], console: Console) -> None:
 
 def print_jacobian(jac: Any, console: Console, *, precision: int = 4, full: bool = False) -> None:
     """One row per input: d output / d input with its shape (output.shape + input.shape)."""
-    table = Table(title=Text(jac.expr), caption=Text(f"output shape {_shape(jac.value)}"))
+    table = Table(title=_text(jac.expr), caption=Text(f"output shape {_shape(jac.value)}"))
     table.add_column("d output / d", no_wrap=True)
     table.add_column("shape", no_wrap=True)
     table.add_column("jacobian", overflow="fold")
     for name, j in jac.jacobian.items():
-        table.add_row(Text(name), Text(_shape(j)), ArrayCell(j, precision=precision, full=full))
-    console.print(table)
+        table.add_row(_text(name), Text(_shape(j)), ArrayCell(j, precision=precision, full=full))
+    _print_table(console, table)
 
 
 def print_hessian(hes: Any, console: Console, *, precision: int = 4) -> None:
     """The Hessian as a matrix with a label per row and column (``x[0]``, ``W[1,2]``)."""
     n = len(hes.labels)
-    title = Text(f"Hessian of {hes.expr}")
+    title = _text(f"Hessian of {hes.expr}")
     caption = Text(f"value {format_array(hes.value, precision=precision)}")
     if n > 40:  # too wide for columns: one labelled row per line, NumPy-formatted
         table = Table(title=title, caption=caption)
         table.add_column("row", no_wrap=True)
         table.add_column("second derivatives", overflow="fold")
         for label, row in zip(hes.labels, hes.hessian, strict=True):
-            table.add_row(Text(label), ArrayCell(row, precision=precision))
+            table.add_row(_text(label), ArrayCell(row, precision=precision))
     else:
         table = Table(title=title, caption=caption, box=box.SIMPLE_HEAD)
         table.add_column("", no_wrap=True, style="bold")
         for label in hes.labels:
-            table.add_column(Text(label), justify="right", no_wrap=True)
+            table.add_column(_text(label), justify="right", no_wrap=True)
         for label, row in zip(hes.labels, hes.hessian, strict=True):
-            table.add_row(Text(label), *(Text(_num(v, precision - 2)) for v in row))
-    console.print(table)
+            table.add_row(_text(label), *(Text(_num(v, precision - 2)) for v in row))
+    _print_table(console, table)
 
 
 def print_check(chk: Any, console: Console) -> None:
     """Worst absolute and relative error per input, and where it occurs."""
     what = "gradient" if chk.order == 1 else "Hessian"
     table = Table(
-        title=Text(f"{what} check of {chk.expr}"),
+        title=_text(f"{what} check of {chk.expr}"),
         caption=Text(
             f"central differences in float64, eps {chk.eps:g}; pass when "
             f"|analytic - numeric| <= {chk.atol:g} + {chk.rtol:g} |numeric|"
@@ -377,9 +447,9 @@ def print_check(chk: Any, console: Console) -> None:
     for col in ("input", "result", "abs error", "rel error", "worst at", "analytic", "numeric"):
         table.add_column(col, overflow="fold")
     for name, c in chk.inputs.items():
-        where = Text(f"{name}[{','.join(map(str, c.worst_index))}]" if c.worst_index else name)
+        where = _text(f"{name}[{','.join(map(str, c.worst_index))}]" if c.worst_index else name)
         table.add_row(
-            Text(name),
+            _text(name),
             Text("ok", style="green") if c.ok else Text("FAILED", style="bold red"),
             Text(_num(c.max_abs_error, 1)),
             Text(_num(c.max_rel_error, 1)),
@@ -387,7 +457,7 @@ def print_check(chk: Any, console: Console) -> None:
             Text(_num(c.analytic)),
             Text(_num(c.numeric)),
         )
-    console.print(table)
+    _print_table(console, table)
 
 
 def print_graph(g: Any, console: Console, *, precision: int = 4, max_nodes: int = 400) -> None:
@@ -406,12 +476,13 @@ def print_graph(g: Any, console: Console, *, precision: int = 4, max_nodes: int 
         return
 
     def label(n: Any) -> Text:
+        name, op = escape_controls(n.label or ""), escape_controls(n.op)
         if n.inputs:  # an operation, perhaps bound to a name
-            head = Text.assemble((f"#{n.id} ", "dim"), (f"{n.label} = " if n.label else "",
-                                 "bold"), (n.op, "cyan"))  # fmt: skip
+            head = Text.assemble((f"#{n.id} ", "dim"), (f"{name} = " if name else "", "bold"),
+                                 (op, "cyan"))  # fmt: skip
         else:  # an input (named) or a constant
-            head = Text.assemble((f"#{n.id} ", "dim"), (n.label or "", "bold"),
-                                 (f" ({n.op})" if n.label else n.op, "cyan"))  # fmt: skip
+            head = Text.assemble((f"#{n.id} ", "dim"), (name, "bold"),
+                                 (f" ({op})" if name else op, "cyan"))  # fmt: skip
         head.append(f"  {_shape(n.value)}  value {_short_array(n.value, precision)}")
         if n.grad is not None:
             head.append(f"  grad {_short_array(n.grad, precision)}", style="green")
@@ -428,12 +499,12 @@ def print_graph(g: Any, console: Console, *, precision: int = 4, max_nodes: int 
             child = by_id[i]
             if i in drawn:
                 branch.add(
-                    Text(f"→ #{i} {child.label or child.op} (drawn once, elsewhere)", style="dim")
+                    _text(f"→ #{i} {child.label or child.op} (drawn once, elsewhere)", style="dim")
                 )
             else:
                 drawn.add(i)
                 stack.append((branch.add(label(child)), child))
-    console.print(Text(g.expr, style="bold"))
+    console.print(_text(g.expr, style="bold"))
     console.print(root)
 
 
@@ -475,7 +546,7 @@ def print_optimization(
 ) -> None:
     """Final values and gradients, and the loss curve."""
     table = Table(
-        title=Text(f"{opt.optimizer} on {opt.expr}"),
+        title=_text(f"{opt.optimizer} on {opt.expr}"),
         caption=Text(
             f"{opt.steps} steps, lr {opt.lr:g}: loss {_num(opt.losses[0], precision)} → "
             f"{_num(opt.losses[-1], precision)}"
@@ -487,12 +558,12 @@ def print_optimization(
     table.add_column("gradient", overflow="fold")
     for name, (value, grad) in opt.final.items():
         table.add_row(
-            Text(name),
+            _text(name),
             Text(_shape(value)),
             ArrayCell(value, precision=precision, full=full),
             ArrayCell(grad, precision=precision, full=full) if grad is not None else Text(NO_GRAD),
         )
-    console.print(table)
+    _print_table(console, table)
     console.print(Text("loss", style="bold"))
     console.print(loss_plot(opt.losses), soft_wrap=True)
 
