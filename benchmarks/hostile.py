@@ -7,6 +7,11 @@ right exit code. ``tests/test_hostile.py`` checks the answers (and the bound, on
 each, and prints the median and the slowest launch beside the bound. The rest of the list
 (a syntax error, a bad file ...) costs a process start, which W5 of the suite measures.
 
+Issue 12's work limits are here too: ``check``, ``jacobian`` and ``hessian`` whose number of
+passes of the program grows with the square of the sizes must be refused before any of it
+is done (``--max-passes``, ``tests/test_work_limits.py``), and ``optimize`` keeps a bounded,
+thinned loss history however many steps it makes (``--max-history``).
+
 Run from the repository root:
 
     python benchmarks/hostile.py              # 5 launches of each
@@ -33,6 +38,7 @@ def cases(d: Path) -> list[tuple[str, list[str], bytes | None, int]]:
     (d / "sum.gc").write_text("+".join(["x"] * 100_000), "utf-8")
     (d / "deep.json").write_text("[" * 100_000 + "1" + "]" * 100_000, "utf-8")
     batch = b"[" + b"1," * 50_000_000 + b"1]\n" + b'{"expr": "x*2", "inputs": {"x": 3}}\n'
+    (d / "zero.csv").symlink_to("/dev/zero")
     return [
         ("9**9**9", ["eval", "9**9**9"], None, 0),
         ("(((9**64)**64)**64)**64", ["eval", "(((9**64)**64)**64)**64"], None, 0),
@@ -45,7 +51,20 @@ def cases(d: Path) -> list[tuple[str, list[str], bytes | None, int]]:
         ("JSON nested 100,000 deep", ["eval", "x", f"x=@{d / 'deep.json'}"], None, 2),
         ("100 MB batch line, then one more", ["batch"], batch, 1),
         ("100 MB on stdin of eval -", ["eval", "-"], b" " * 100_000_000, 1),
-    ]
+        # issue 12: quadratic work, refused before it starts (--max-passes)
+        ("check of 10**5 elements (2n runs)", ["check", "sum(x**2)", "x=ones(10**5)"], None, 1),
+        ("check --order 2 of 10**4 elements",
+         ["check", "sum(x**3)", "x=ones(10**4)", "--order", "2"], None, 1),
+        ("jacobian of a 10**5-element output", ["jacobian", "x*ones(10**5)", "x=1"], None, 1),
+        ("hessian past --max-passes",
+         ["hessian", "sum(x**3)", "x=ones(2000)", "--max-passes", "1000"], None, 1),
+        # issue 12: files of values are bounded (32 bytes a number of --max-elements)
+        ("x=@file linked to /dev/zero", ["eval", "x", f"x=@{d / 'zero.csv'}"], None, 1),
+        ("--inputs /dev/zero", ["eval", "x", "--inputs", "/dev/zero"], None, 1),
+        # issue 12: a long run keeps a bounded, thinned loss history (--max-history)
+        ("optimize 10,000 steps, 100 losses kept",
+         ["optimize", "x**2", "x=1", "--steps", "10000", "--max-history", "100"], None, 0),
+    ]  # fmt: skip
 
 
 def launch(args: list[str], stdin: bytes | None) -> tuple[float, int, str]:

@@ -17,9 +17,32 @@ import numpy as np
 
 from . import autograd as E
 from .api import Setup, check_norm_type, prepare
-from .errors import InputError, ShapeError
+from .errors import InputError, LimitError, ShapeError
 from .io import json_array
 from .language import DEFAULT_MAX_PROGRAM_CHARS
+
+#: Most passes of the program (forward runs and backward passes) that ``jacobian``,
+#: ``hessian`` and ``check`` may make (``--max-passes``). Their number grows with the sizes
+#: of the inputs and the output (``check``: two forward runs per input element; a Jacobian:
+#: one backward pass per output element) and so does the cost of each pass, so the work is
+#: quadratic: 50,000 passes of the simplest program (``check "sum(x**2)"`` of 25,000
+#: elements) take 5 to 10 seconds on a shared 2-CPU machine; ``check`` of 10**5 elements,
+#: the default refuses, would take minutes.
+DEFAULT_MAX_PASSES = 50_000
+
+#: Most losses ``optimize`` keeps for its plot and JSON (``--max-history``): the whole history
+#: of up to 100,000 steps (a JSON line of a few MB), evenly thinned beyond (:class:`LossHistory`).
+DEFAULT_MAX_HISTORY = 100_000
+
+
+def _check_passes(command: str, passes: int, max_passes: int) -> None:
+    """Refuse, before the work starts, a command that needs more passes than the limit."""
+    if passes > max_passes:
+        raise LimitError(
+            f"{command} would make {passes:,} forward and backward passes of the program, "
+            f"over the limit of {max_passes:,} (raise it with --max-passes)"
+        )
+
 
 # --------------------------------------------------------------------------------------
 # Jacobian
@@ -49,12 +72,22 @@ def _check_work(n: int, what: str) -> None:
     E.check_size((n,), what)
 
 
-def _jacobian_of(setup: Setup, seed: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def _jacobian_of(
+    setup: Setup,
+    seed: int,
+    max_passes: int,
+    command: str = "jacobian",
+    more: int = 0,
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The forward run, then one backward pass per output element; ``more`` is the number
+    of passes the caller makes besides (``check``'s finite differences)."""
     leaves = setup.leaves()
     out = setup.program.run(leaves, dtype=setup.dtype, seed=seed, retain=False).output
     wanted = [leaves[n] for n in setup.wanted]
     total_in = sum(t.size for t in wanted)
     _check_work(out.size * total_in, "jacobian")
+    backward = out.size if out.requires_grad else 0
+    _check_passes(command, 1 + backward + more, max_passes)
     rows: dict[str, np.ndarray] = {
         n: np.zeros((out.size, leaves[n].size), dtype=out.dtype) for n in setup.wanted
     }
@@ -78,6 +111,7 @@ def jacobian(
     seed: int = 0,
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
+    max_passes: int = DEFAULT_MAX_PASSES,
 ) -> Jacobian:
     """d output / d input for each ``wrt`` input, shaped ``output.shape + input.shape``."""
     setup = prepare(
@@ -89,7 +123,7 @@ def jacobian(
         max_program_chars=max_program_chars,
     )
     with E.computation(max_elements) as fp:
-        value, jac = _jacobian_of(setup, seed)
+        value, jac = _jacobian_of(setup, seed, max_passes)
     return Jacobian(expr, value, jac, fp.messages())
 
 
@@ -133,7 +167,15 @@ def _scalar_output(out: E.Tensor, command: str) -> None:
         )
 
 
-def _hessian_of(setup: Setup, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _hessian_of(
+    setup: Setup,
+    seed: int,
+    max_passes: int,
+    command: str = "hessian",
+    more: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The forward run, the backward pass (``create_graph``), then one backward pass of it
+    per input element; ``more`` as for :func:`_jacobian_of`."""
     leaves = setup.leaves()
     wanted = [leaves[n] for n in setup.wanted]
     out = setup.program.run(leaves, dtype=setup.dtype, seed=seed, retain=False).output
@@ -141,6 +183,7 @@ def _hessian_of(setup: Setup, seed: int) -> tuple[np.ndarray, np.ndarray]:
     sizes = [t.size for t in wanted]
     n = sum(sizes)
     _check_work(n * n, "hessian")
+    _check_passes(command, 2 + n + more, max_passes)
     h = np.zeros((n, n), dtype=out.dtype)
     if not out.requires_grad:
         return out.data, h
@@ -168,6 +211,7 @@ def hessian(
     seed: int = 0,
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
+    max_passes: int = DEFAULT_MAX_PASSES,
 ) -> Hessian:
     """Second derivatives of a scalar output by differentiating the backward pass."""
     setup = prepare(
@@ -179,7 +223,7 @@ def hessian(
         max_program_chars=max_program_chars,
     )
     with E.computation(max_elements) as fp:
-        value, h = _hessian_of(setup, seed)
+        value, h = _hessian_of(setup, seed, max_passes)
     labels = [
         lab for name in setup.wanted for lab in element_labels(name, setup.values[name].shape)
     ]
@@ -314,6 +358,7 @@ def check(
     seed: int = 0,
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
+    max_passes: int = DEFAULT_MAX_PASSES,
 ) -> Check:
     """Compare the analytic Jacobian (order 1) or Hessian (order 2) with central finite
     differences in float64, element by element, as ``torch.autograd.gradcheck`` does."""
@@ -330,12 +375,16 @@ def check(
         max_program_chars=max_program_chars,
     )
     result = Check(expr, True, eps, rtol, atol, order)
+    # the finite differences: two forward runs per input element (order 1), or two
+    # gradients, a forward run and a backward pass each (order 2)
+    finite = 2 * order * sum(setup.values[name].size for name in setup.wanted)
     with E.computation(max_elements) as fp:
         if order == 1:
-            value, jac = _jacobian_of(setup, seed)
+            _check_passes("check", 1 + finite, max_passes)  # before the forward run
+            value, jac = _jacobian_of(setup, seed, max_passes, "check", finite)
             analytic = {n: j.reshape(value.size, -1).astype(np.float64) for n, j in jac.items()}
         else:
-            value, h = _hessian_of(setup, seed)
+            value, h = _hessian_of(setup, seed, max_passes, "check", finite)
             sizes = [setup.values[n].size for n in setup.wanted]
             offsets = np.cumsum([0, *sizes])
             analytic = {
@@ -503,10 +552,13 @@ class Optimization:
     optimizer: str
     lr: float
     steps: int
+    #: the loss before steps 0, loss_every, 2·loss_every, ..., then the final loss
     losses: list[float]
     final: dict[str, tuple[np.ndarray, np.ndarray | None]]
     #: floating-point warnings counted while computing (the CLI prints them on stderr)
     warnings: list[str] = field(default_factory=list)
+    #: 1: the whole history (steps + 1 losses); more when it was thinned (LossHistory)
+    loss_every: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -515,6 +567,7 @@ class Optimization:
             "lr": self.lr,
             "steps": self.steps,
             "losses": json_array(np.asarray(self.losses, dtype=np.float64)),
+            "loss_every": self.loss_every,
             "final": {
                 name: {"value": json_array(v), "grad": json_array(g)}
                 for name, (v, g) in self.final.items()
@@ -523,6 +576,30 @@ class Optimization:
 
 
 OPTIMIZERS = ("sgd", "momentum", "adam")
+
+
+class LossHistory:
+    """The losses of a run of any length in bounded memory, evenly spaced.
+
+    Every loss is kept until there are more than ``limit``; then every other kept loss is
+    dropped and from then on only every ``every``-th step's loss is kept (``every``
+    doubles each time this happens). So ``kept[i]`` is always the loss before step
+    ``i * every``, at most ``limit`` of them, and at least half as many when thinned.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.every = 1
+        self.kept: list[float] = []
+        self.seen = 0
+
+    def add(self, loss: float) -> None:
+        if self.seen % self.every == 0:
+            self.kept.append(loss)
+            if len(self.kept) > self.limit:
+                del self.kept[1::2]
+                self.every *= 2
+        self.seen += 1
 
 
 def optimize(
@@ -542,16 +619,22 @@ def optimize(
     seed: int = 0,
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
+    max_history: int = DEFAULT_MAX_HISTORY,
     on_step: Any = None,
 ) -> Optimization:
     """Minimise a scalar expression over the ``wrt`` inputs: each step ``zero_grad()``,
-    ``backward()``, optional clipping, ``step()`` — the tutorial's training loop."""
+    ``backward()``, optional clipping, ``step()`` — the tutorial's training loop.
+
+    Memory does not grow with ``steps``: of more than ``max_history`` losses an evenly
+    thinned history is kept (:class:`LossHistory`), and a warning says so."""
     from . import nn, optim
 
     if optimizer not in OPTIMIZERS:
         raise InputError(f"unknown optimizer {optimizer!r}: use sgd, momentum or adam")
     if not isinstance(steps, int) or steps < 0:
         raise InputError(f"--steps must be a whole number >= 0, not {steps!r}")
+    if not isinstance(max_history, int) or max_history < 1:
+        raise InputError(f"--max-history must be a whole number >= 1, not {max_history!r}")
     if not (lr > 0 and math.isfinite(lr)):
         raise InputError(f"--lr must be a positive number, not {lr!r}")
     if clip_norm is not None and clip_value is not None:
@@ -579,7 +662,7 @@ def optimize(
         opt = optim.Adam(params, lr=lr)
     else:
         opt = optim.SGD(params, lr=lr, momentum=momentum if optimizer == "momentum" else 0.0)
-    losses: list[float] = []
+    history = LossHistory(max_history)
 
     def loss_and_grad() -> float:
         out = setup.program.run(leaves, dtype=setup.dtype, seed=seed, retain=False).output
@@ -592,18 +675,28 @@ def optimize(
         for step in range(steps):
             if zero_grad:
                 opt.zero_grad()
-            losses.append(loss_and_grad())
+            loss = loss_and_grad()
+            history.add(loss)
             if clip_norm is not None:
                 nn.clip_grad_norm_(params, clip_norm, p)
             elif clip_value is not None:
                 nn.clip_grad_value_(params, clip_value)
             opt.step()
             if on_step is not None:
-                on_step(step + 1, losses[-1])
+                on_step(step + 1, loss)
         opt.zero_grad()
-        losses.append(loss_and_grad())
+        last = loss_and_grad()
     final: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
     for n in setup.wanted:
         g = leaves[n].grad
         final[n] = (leaves[n].data, None if g is None else g.data)
-    return Optimization(expr, optimizer, lr, steps, losses, final, fp.messages())
+    warnings = fp.messages()
+    if history.every > 1:
+        warnings.append(
+            f"the loss history of {steps:,} steps is thinned to one loss every "
+            f"{history.every:,} steps ({len(history.kept):,} losses and the final one; "
+            f"raise --max-history, now {max_history:,}, to keep more)"
+        )
+    return Optimization(
+        expr, optimizer, lr, steps, [*history.kept, last], final, warnings, history.every
+    )

@@ -6,6 +6,7 @@ The CLI is built on this same function, so a script and a shell user get the sam
 from __future__ import annotations
 
 import math
+import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,6 +21,7 @@ from .errors import (
     LimitError,
     NamingError,
     ShapeError,
+    shorten,
 )
 from .language import (
     DEFAULT_MAX_PROGRAM_CHARS,
@@ -89,50 +91,99 @@ class Result:
         }
 
 
+#: How an argument of the API is echoed in a message: a few dozen characters at most, and
+#: no deeper than a few levels of nesting (repr of a list nested 10^5 deep would recurse).
+_ARG_REPR = reprlib.Repr()
+_ARG_REPR.maxstring = _ARG_REPR.maxother = _ARG_REPR.maxlong = 40
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a message about a bad argument: its repr, cut short."""
+    try:
+        return _ARG_REPR.repr(value)
+    except Exception:  # a repr that fails must not replace the error being reported
+        return f"an object of type {type(value).__name__}"
+
+
 def check_dtype(dtype: Any) -> str:
     """``"float64"`` or ``"float32"`` from a name, a NumPy type or a dtype."""
     if isinstance(dtype, str):
         name = dtype
-    elif dtype in (np.float64, np.float32) or isinstance(dtype, np.dtype):
+    elif isinstance(dtype, np.dtype) or (
+        isinstance(dtype, type) and dtype in (np.float64, np.float32)
+    ):
         name = str(np.dtype(dtype))
     else:
         name = ""
     if name not in DTYPES:
-        raise InputError(f"unknown dtype {str(dtype)[:40]!r}: use float64 or float32")
+        raise InputError(f"unknown dtype {_shown(dtype)}: use float64 or float32")
     return name
 
 
 def check_seed(seed: Any) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError(f"seed must be a whole number >= 0, not {str(seed)[:40]!r}")
+        raise InputError(f"seed must be a whole number >= 0, not {_shown(seed)}")
     return seed
 
 
 def check_limit_value(limit: Any, what: str) -> None:
     """A size limit (``max_elements``, ``max_program_chars``) is a whole number >= 1."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InputError(f"{what} must be a whole number >= 1, not {str(limit)[:40]!r}")
+        raise InputError(f"{what} must be a whole number >= 1, not {_shown(limit)}")
 
 
 def check_norm_type(norm_type: Any) -> float:
     """``norm_type`` as a float (a positive number or inf); a bad one is an input error."""
     try:
         return E.norm_type_of(norm_type)
-    except InvalidValueError as e:
-        raise InputError(e.message) from None
+    except OverflowError:  # an int beyond any float: 10**400 is as good as inf
+        if norm_type > 0:
+            return math.inf
+    except InvalidValueError:
+        pass
+    raise InputError(f"norm_type must be a positive number or inf, not {_shown(norm_type)}")
+
+
+def check_inputs(inputs: Any) -> dict[Any, Any]:
+    """The ``inputs`` argument: a mapping of name -> value (or None: no inputs)."""
+    if inputs is None:
+        return {}
+    if not isinstance(inputs, Mapping):
+        raise InputError(
+            f"inputs must be a mapping of name -> value (a dict), not {_shown(inputs)}"
+        )
+    return dict(inputs)
+
+
+def check_wrt(wrt: Any) -> list[str] | None:
+    """The ``wrt`` argument: None (every input), one input name, or an iterable of names."""
+    if wrt is None:
+        return None
+    if isinstance(wrt, str):
+        return [wrt]  # one name; iterating it would give its letters
+    try:
+        names = list(wrt)
+    except TypeError:
+        raise InputError(
+            f"wrt must be a list of input names (strings), not {_shown(wrt)}"
+        ) from None
+    for name in names:
+        if not isinstance(name, str):
+            raise InputError(f"wrt must hold input names (strings), not {_shown(name)}")
+    return list(dict.fromkeys(names))
 
 
 def _check_limit(value: Any, what: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{what} must be a number, not {value!r}")
+        raise InputError(f"{what} must be a number, not {_shown(value)}")
     try:
         v = float(value)
     except OverflowError:  # an int beyond any float (10**400)
         v = math.inf
     if not math.isfinite(v) or v < 0:
-        raise InputError(f"{what} must be a finite number >= 0, not {str(value)[:40]}")
+        raise InputError(f"{what} must be a finite number >= 0, not {_shown(value)}")
     return v
 
 
@@ -171,18 +222,21 @@ def prepare(
     check_limit_value(max_elements, "max_elements")
     check_limit_value(max_program_chars, "max_program_chars")
     if not isinstance(expr, str):
-        raise InputError("expr must be a string")
+        raise InputError(f"expr must be a string, not {_shown(expr)}")
     check_program_length(expr, max_program_chars)
-    raw = {k: v.data if isinstance(v, E.Tensor) else v for k, v in (inputs or {}).items()}
+    raw = {k: v.data if isinstance(v, E.Tensor) else v for k, v in check_inputs(inputs).items()}
     for name in raw:
         if not isinstance(name, str) or not name.isidentifier():
-            raise InputError(f"input name {name!r} is not a valid name (an identifier)")
+            raise InputError(f"input name {_shown(name)} is not a valid name (an identifier)")
         if name in FUNCTIONS:
             raise NamingError(f"an input cannot be named `{name}`: that is a function")
-    wanted = list(raw) if wrt is None else list(dict.fromkeys(wrt))
+    names = check_wrt(wrt)
+    wanted = list(raw) if names is None else names
     for name in wanted:
         if name not in raw:
-            raise NamingError(f"--wrt names `{name}`, which is not an input{suggest(name, raw)}")
+            raise NamingError(
+                f"--wrt names `{shorten(name)}`, which is not an input{suggest(name, raw)}"
+            )
     with E.no_cycle_collection():
         program = compile_program(expr)
     values = {
@@ -353,7 +407,7 @@ def constant_value(
     program = compile_program(text)
     missing = sorted(program.free_names())
     if missing:
-        raise NamingError(f"it uses `{missing[0]}`, which has no value")
+        raise NamingError(f"it uses `{shorten(missing[0])}`, which has no value")
     with E.computation(max_elements):
         return program.run({}, dtype=check_dtype(dtype), seed=seed).output.data
 

@@ -74,16 +74,19 @@ def run_batch(
                 )
                 if accumulate:
                     _accumulate(totals, result.grads)
-                write(dumps(result.to_json()))
+                response = dumps(result.to_json())
                 ok += 1
             except Exception as exc:  # one bad line never stops the stream
-                if debug or isinstance(exc, BrokenPipeError):
+                if debug:
                     raise
                 err = as_gradcli_error(exc)
-                write(
-                    dumps({"id": request_id(request), "error": err.to_json(), "input_line": number})
+                response = dumps(
+                    {"id": request_id(request), "error": err.to_json(), "input_line": number}
                 )
                 failed += 1
+            # outside the try: output that cannot be written stops the stream (it is not the
+            # line's fault, and no later answer could be written either)
+            write(response)
     finally:
         if progress is not None:
             progress[0].stop()

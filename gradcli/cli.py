@@ -2,7 +2,9 @@
 
 Imports of NumPy and the engine happen inside the commands, so ``gradcli --help`` starts
 fast. Every failure ends in :func:`_fail`: one line on stderr, the SPEC's exit code, and in
-``--json`` mode an error object on stdout.
+``--json`` mode an error object on stdout. The streams themselves are guarded while a
+command runs (:class:`streams.guarded`): a stdout that cannot be written ends the command
+in :func:`_output_failed` (one line, exit 1); a stderr that cannot be written is ignored.
 """
 
 from __future__ import annotations
@@ -14,12 +16,13 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from . import __version__, options
+from . import __version__, options, streams
 
 
 class _Group(typer.core.TyperGroup):
-    """gradcli's command group: an expression may begin with ``-``, and click's own usage
-    errors are reported like every other gradcli error (one line, JSON with ``--json``)."""
+    """gradcli's command group: an expression may begin with ``-``, click's own usage errors
+    are reported like every other gradcli error (one line, JSON with ``--json``), and the
+    standard streams are guarded while a command runs (:class:`streams.guarded`)."""
 
     def main(  # type: ignore[override]
         self,
@@ -30,8 +33,23 @@ class _Group(typer.core.TyperGroup):
         **extra: Any,
     ) -> Any:
         given = sys.argv[1:] if args is None else list(args)
+        with streams.guarded() as stdout:
+            try:
+                code = self._run(given, prog_name, complete_var, **extra)
+                sys.stdout.flush()  # what is still buffered fails here, not at exit
+            except streams.OutputError:
+                code = 1  # reported just below
+            if stdout.error is not None and not stdout.reported:
+                code = streams.output_failed(stdout)
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+    def _run(
+        self, given: list[str], prog_name: str | None, complete_var: str | None, **extra: Any
+    ) -> Any:
         try:
-            code = super().main(
+            return super().main(
                 args=_expressions_as_arguments(given, self),
                 prog_name=prog_name,
                 complete_var=complete_var,
@@ -41,10 +59,8 @@ class _Group(typer.core.TyperGroup):
         except Exception as exc:  # click's errors (typer may bundle its own click)
             if not hasattr(exc, "format_message") or not hasattr(exc, "exit_code"):
                 raise
-            code = _click_error(exc, json_out="--json" in given)
-        if not standalone_mode:
-            return code
-        sys.exit(code if isinstance(code, int) else 0)
+            return _click_error(exc, json_out="--json" in given)
+        # an OutputError goes on: Group.main reports it
 
 
 app = typer.Typer(
@@ -267,6 +283,7 @@ def check_command(
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    max_passes: options.MaxPassesOpt = options.DEFAULT_MAX_PASSES,
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
@@ -275,7 +292,7 @@ def check_command(
 
         result = _analyse(
             "check", expr, values, file, inputs, wrt, dtype, seed, limits,
-            eps=eps, rtol=rtol, atol=atol, order=order,
+            eps=eps, rtol=rtol, atol=atol, order=order, max_passes=max_passes,
         )  # fmt: skip
         _emit(result, json_out, lambda console: present.print_check(result, console))
         if not result.ok:
@@ -297,13 +314,16 @@ def jacobian_command(
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    max_passes: options.MaxPassesOpt = options.DEFAULT_MAX_PASSES,
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
-        result = _analyse("jacobian", expr, values, file, inputs, wrt, dtype, seed, limits)
+        result = _analyse(
+            "jacobian", expr, values, file, inputs, wrt, dtype, seed, limits, max_passes=max_passes
+        )
         _emit(
             result, json_out,
             lambda console: present.print_jacobian(result, console, precision=precision, full=full),
@@ -324,13 +344,16 @@ def hessian_command(
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    max_passes: options.MaxPassesOpt = options.DEFAULT_MAX_PASSES,
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
-        result = _analyse("hessian", expr, values, file, inputs, wrt, dtype, seed, limits)
+        result = _analyse(
+            "hessian", expr, values, file, inputs, wrt, dtype, seed, limits, max_passes=max_passes
+        )
         _emit(
             result, json_out,
             lambda console: present.print_hessian(result, console, precision=precision),
@@ -398,6 +421,10 @@ def optimize_command(
     json_out: options.JsonOpt = False,
     precision: options.PrecisionOpt = 4,
     full: options.FullOpt = False,
+    max_history: Annotated[
+        int,
+        typer.Option("--max-history", min=1, help="Most losses kept; more are evenly thinned."),
+    ] = options.DEFAULT_MAX_HISTORY,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
@@ -412,7 +439,7 @@ def optimize_command(
                 "optimize", expr, values, file, inputs, wrt, dtype, seed, limits,
                 optimizer=optimizer.value, steps=steps, lr=lr, momentum=momentum,
                 clip_norm=clip_norm, norm_type=norm_type, clip_value=clip_value,
-                zero_grad=zero_grad, on_step=on_step,
+                zero_grad=zero_grad, max_history=max_history, on_step=on_step,
             )  # fmt: skip
         _emit(
             result, json_out,
@@ -461,9 +488,8 @@ class _failures:
         return self.state
 
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        if isinstance(exc, BrokenPipeError):
-            _quiet_broken_pipe()  # here, before click turns it into exit status 1
-        if isinstance(exc, Exception) and not isinstance(exc, typer.Exit):
+        # an OutputError goes on to _Group.main: no error object could be written either
+        if isinstance(exc, Exception) and not isinstance(exc, typer.Exit | streams.OutputError):
             _fail(exc, self.json_out, self.state.id, self.debug)
 
 
@@ -487,11 +513,17 @@ def _fail(exc: BaseException, json_out: bool, request_id: Any, debug: bool) -> N
         raise exc
     err = as_gradcli_error(exc)
     console = present.make_console(stderr=True)
+    lost: streams.OutputError | None = None
     if json_out:
-        _print_line(dumps({"id": request_id, "error": err.to_json()}))
+        try:
+            _print_line(dumps({"id": request_id, "error": err.to_json()}))
+        except streams.OutputError as e:
+            lost = e
         console.print(f"error ({err.kind}): {err.message}", markup=False, soft_wrap=True)
     else:
         present.print_error(err, console)
+    if lost is not None:  # said as well; the exit code stays the error's
+        streams.output_failed(sys.stdout)
     raise typer.Exit(err.exit_code)
 
 
@@ -556,8 +588,6 @@ def main(argv: list[str] | None = None) -> None:
     gc.disable()
     try:
         app(args=sys.argv[1:] if argv is None else list(argv), prog_name="gradcli")
-    except BrokenPipeError:
-        _quiet_broken_pipe()
     finally:
         if argv is None:  # the console script: the process ends now
             gc.freeze()
@@ -585,12 +615,3 @@ def _click_error(exc: Any, json_out: bool) -> int:
 def _interrupted(signum: int, frame: Any) -> NoReturn:
     sys.stderr.write("interrupted\n")
     raise SystemExit(130)
-
-
-def _quiet_broken_pipe() -> NoReturn:
-    # The reader went away (e.g. `| head -n 1`): leave quietly, as `cat` does.
-    import os
-
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    sys.exit(0)

@@ -41,6 +41,12 @@ def escape_controls(text: str) -> str:
     return _CONTROLS.sub(_escaped, text)
 
 
+def shorten(text: str, limit: int = 40) -> str:
+    """``text`` cut to at most ``limit`` characters (ending in ``...`` when cut), so that a
+    huge name or value echoed in a message cannot flood stderr."""
+    return text if len(text) <= limit else text[: max(limit - 3, 0)] + "..."
+
+
 class GradcliError(Exception):
     """Base class of every error gradcli reports to a user."""
 

@@ -20,28 +20,33 @@ from typing import IO, Any
 
 from .api import constant_value
 from .errors import GradcliError, InputError, LimitError
-from .io import parse_cli_value, parse_json_text, read_inputs_object
+from .io import (
+    parse_cli_value,
+    parse_json_text,
+    quote_short,
+    read_at_most,
+    read_file_text,
+    read_inputs_object,
+    shorten,
+)
 
 __all__ = ["open_requests", "read_program_and_inputs", "read_stdin", "read_value"]
 
 
-def _read_at_most(stream: IO[bytes], limit: int) -> bytes | None:
-    """All of ``stream``, or None when it holds more than ``limit`` bytes. Read in pieces:
-    memory follows the data, not the limit (``read(limit)`` would allocate the limit)."""
-    chunks: list[bytes] = []
-    size = 0
-    while size <= limit:
-        chunk = stream.read(min(2**20, limit + 1 - size))
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
-        size += len(chunk)
-    return None
+def _stdin() -> IO[bytes]:
+    """Standard input as bytes. A closed one (``<&-``: Python's ``sys.stdin`` is None) is
+    an input error: the user asked for stdin and gave none."""
+    if sys.stdin is None:
+        raise InputError("standard input is closed: nothing to read")
+    return sys.stdin.buffer
 
 
 def read_stdin(max_bytes: int) -> str:
     """All of standard input as text; more than ``max_bytes`` bytes is a LimitError."""
-    data = _read_at_most(sys.stdin.buffer, max_bytes)
+    try:
+        data = read_at_most(_stdin(), max_bytes)
+    except OSError as e:  # e.g. fd 0 closed after start-up, or a directory
+        raise InputError(f"cannot read standard input: {e.strerror or e}") from None
     if data is None:
         raise LimitError(
             f"standard input is longer than {max_bytes:,} bytes (raise it with --max-stdin-bytes)"
@@ -62,7 +67,7 @@ def _read_program(
             args.insert(0, expr)
         try:
             with file.open("rb") as f:  # a character is at most 4 bytes of UTF-8
-                data = _read_at_most(f, 4 * max_chars)
+                data = read_at_most(f, 4 * max_chars)
             if data is None:
                 raise LimitError(
                     f"{file}: the program is longer than {max_chars:,} characters "
@@ -82,11 +87,11 @@ def open_requests(source: str) -> tuple[IO[bytes], int | None]:
     """The request stream of ``batch FILE|-`` and its size in bytes (None for stdin, or
     when the size cannot be known)."""
     if source == "-":
-        return sys.stdin.buffer, None
+        return _stdin(), None
     try:
         stream = open(source, "rb")  # noqa: SIM115 - closed when the process ends
     except OSError as e:
-        raise InputError(f"cannot read {source}: {e.strerror or e}") from None
+        raise InputError(f"cannot read {quote_short(source, 200)}: {e.strerror or e}") from None
     try:
         return stream, os.fstat(stream.fileno()).st_size
     except OSError:
@@ -134,11 +139,12 @@ def _read_inputs(
         if inputs_file == "-":
             text = read_stdin(max_stdin_bytes)
         else:
-            try:
-                text = Path(inputs_file).read_text("utf-8-sig")
-            except (OSError, UnicodeDecodeError) as e:
-                raise InputError(f"cannot read --inputs file {inputs_file}: {e}") from None
-        obj = parse_json_text(text, what=f"--inputs {inputs_file}")
+            text = read_file_text(
+                inputs_file,
+                what=f"--inputs file {quote_short(inputs_file, 200)}",
+                max_elements=max_elements,
+            )
+        obj = parse_json_text(text, what=f"--inputs {shorten(inputs_file, 200)}")
         values.update(read_inputs_object(obj, dtype=dtype, max_elements=max_elements))
     for arg in args:
         name, sep, text = arg.partition("=")
@@ -148,7 +154,7 @@ def _read_inputs(
         if not name.isidentifier():
             raise InputError(f"{name[:40]!r} is not a valid input name (an identifier)")
         if name in values:
-            raise InputError(f"the input `{name}` is given twice")
+            raise InputError(f"the input `{shorten(name)}` is given twice")
         values[name] = read_value(
             text,
             name,

@@ -12,19 +12,24 @@ Nothing here uses ``eval``, ``exec`` or pickle; ``.npy`` files are read with
 
 from __future__ import annotations
 
+import codecs
+import errno
 import json
 import math
 import os
+import re
 import stat
 import zipfile
 from collections.abc import Sequence
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
-from .errors import InputError, LimitError
+from .errors import InputError, LimitError, shorten
 
 __all__ = [
+    "FILE_BYTES_PER_ELEMENT",
+    "FILE_BYTES_SLACK",
     "MAX_DIMS",
     "SUPPORTED_EXTENSIONS",
     "DTypeArg",
@@ -32,10 +37,16 @@ __all__ = [
     "dumps",
     "json_array",
     "load_file_value",
+    "max_file_bytes",
     "parse_cli_value",
     "parse_json_text",
+    "quote_short",
+    "read_at_most",
+    "read_file_text",
     "read_inputs_object",
+    "read_npy",
     "save_npz",
+    "shorten",
     "value_from_json",
 ]
 
@@ -44,6 +55,22 @@ MAX_DIMS = 64
 
 #: File extensions ``@path`` understands (compared case-insensitively).
 SUPPORTED_EXTENSIONS = (".npy", ".json", ".csv", ".txt")
+
+#: How many bytes of a ``.json``/``.csv``/``.txt`` file (``@path``, ``--inputs FILE``) are
+#: read per element of ``--max-elements``: a float64 written in full takes at most 24
+#: characters as ``json.dumps``/``repr`` write it (``-2.2250738585072014e-308``) and 26 as
+#: ``np.savetxt``'s default ``%.18e`` does; with its separator (``", "``) that is 26 to 28,
+#: and ``json.dump(indent=2)`` of a 3-D array adds six spaces of indentation: 32. A file
+#: holding ``max_elements`` numbers written any of these ways fits; anything longer could
+#: only be more numbers than the limit (or not numbers at all), so it is refused unread.
+FILE_BYTES_PER_ELEMENT = 32
+
+#: Bytes allowed on top of the per-element figure: room for brackets, comments, a header
+#: line and a byte-order mark in files of a few numbers (``--max-elements 1``).
+FILE_BYTES_SLACK = 2**16
+
+#: The element limit a file read is bounded by when the caller gives none (the CLI's default).
+_DEFAULT_MAX_ELEMENTS = 10**8
 
 #: What the ``dtype`` parameters accept: "float64", "float32", np.float32, np.dtype(...).
 DTypeArg = np.dtype[Any] | str | type
@@ -176,9 +203,12 @@ def _parse_int(text: str) -> int | float:
     # Python refuses int() of more than 4300 digits (a ValueError, not a JSONDecodeError);
     # such a number is still a number, so it becomes a float (inf when out of range).
     try:
-        return int(text)
+        n = int(text)
     except ValueError:
         return float(text)
+    if n == 0 and text.startswith("-"):
+        return -0.0  # JSON's -0 is negative zero, as in NumPy and JavaScript (int has no -0)
+    return n
 
 
 def _loads(text: str) -> Any:
@@ -222,17 +252,20 @@ def _float_dtype(dtype: DTypeArg) -> np.dtype[Any]:
     return dt
 
 
-def _short(text: str, limit: int = 40) -> str:
-    """``text`` quoted for a message, cut short so a huge bad value cannot flood stderr."""
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return json.dumps(text, ensure_ascii=False)
+def quote_short(text: str, limit: int = 40) -> str:
+    """``text`` shortened (:func:`shorten`) and quoted as a JSON string for a message."""
+    return json.dumps(shorten(text, limit), ensure_ascii=False)
+
+
+_short = quote_short
 
 
 def _describe(x: Any) -> str:
     """What a bad JSON item is, in JSON's words (never repr: it may be nested very deeply)."""
     if x is None:
         return "null"
+    if x is np.ma.masked:
+        return "masked (numpy.ma.masked)"
     if isinstance(x, (bool, np.bool_)):
         return "true" if x else "false"
     if isinstance(x, str):
@@ -296,6 +329,18 @@ def _check_limit(name: str, shape: Sequence[int], max_elements: int | None) -> N
 def _from_ndarray(
     arr: np.ndarray, name: str, dt: np.dtype[Any], max_elements: int | None
 ) -> np.ndarray:
+    if isinstance(arr, np.ma.MaskedArray):
+        # NumPy's asarray() drops a mask without a word, and there is no one right value
+        # for a masked element (filled() puts 1e+20 in a float array): the caller chooses.
+        if np.ma.is_masked(arr):
+            count = int(np.ma.count_masked(arr))
+            raise InputError(
+                f"bad value for {name}: a masked array with {count} masked "
+                f"element{'s' if count != 1 else ''}; gradcli has no masks: pass "
+                f"m.filled(value) to choose the masked elements' value, or m.data to ignore "
+                f"the mask"
+            )
+        arr = np.ma.getdata(arr)  # nothing is masked: the data is the whole value
     if arr.dtype.kind not in "iuf":
         raise InputError(f"bad value for {name}: an array of dtype {arr.dtype} is not numeric")
     _check_limit(name, arr.shape, max_elements)
@@ -433,61 +478,163 @@ def _os_cause(e: OSError) -> str:
     return e.strerror or str(e)
 
 
-def _read_text(path: str, shown: str, name: str) -> str:
+def read_at_most(stream: IO[bytes], limit: int) -> bytes | None:
+    """All of ``stream``, or None when it holds more than ``limit`` bytes. Read in pieces:
+    memory follows the data, not the limit (``read(limit)`` would allocate the limit)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = stream.read(min(2**20, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        size += len(chunk)
+    return None
+
+
+def max_file_bytes(max_elements: int | None) -> int:
+    """The most bytes read of a text file of values for an element limit (docs/cli.md,
+    "Files"): :data:`FILE_BYTES_PER_ELEMENT` a number, plus
+    :data:`FILE_BYTES_SLACK`. ``None`` is the CLI's default limit, 10^8 elements."""
+    elements = _DEFAULT_MAX_ELEMENTS if max_elements is None else max_elements
+    return elements * FILE_BYTES_PER_ELEMENT + FILE_BYTES_SLACK
+
+
+def _read_bounded_text(f: IO[bytes], limit: int) -> tuple[str | None, str | None]:
+    """``(text, None)``, ``(None, why not text)``, or ``(None, None)`` when ``f`` holds more
+    than ``limit`` bytes.
+
+    Decoded as it is read; once a piece is not UTF-8 or holds a NUL byte (which no JSON or
+    CSV text has: ``/dev/zero``, a sparse file) nothing more is kept, but reading goes on to
+    the end or the limit, so memory follows the text, never the garbage."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    pieces: list[str] = []
+    why: str | None = None
+    size = 0
+    while size <= limit:
+        chunk = f.read(min(2**20, limit + 1 - size))
+        if why is None:
+            pending = len(decoder.getstate()[0])
+            try:
+                piece = decoder.decode(chunk, final=not chunk)
+            except UnicodeDecodeError as e:
+                why = f"is not UTF-8 text (byte {size - pending + e.start}: {e.reason})"
+            else:
+                nul = piece.find("\0")
+                if nul >= 0:
+                    at = size - pending + len(piece[:nul].encode("utf-8"))
+                    why = f"is not text (a NUL byte at byte {at})"
+                else:
+                    pieces.append(piece)
+            if why is not None:
+                pieces.clear()
+        if not chunk:
+            if why is not None:
+                return None, why
+            text = "".join(pieces)
+            return (text[1:] if text.startswith("\ufeff") else text), None  # an editor's BOM
+        size += len(chunk)
+    return None, None
+
+
+def read_file_text(path: str, *, what: str, max_elements: int | None, prefix: str = "") -> str:
+    """The text of a ``.json``/``.csv``/``.txt`` file or of ``--inputs FILE``, bounded.
+
+    A file longer than :func:`max_file_bytes` is a :class:`LimitError`, refused before
+    anything past the bound is read: a regular file by its size, without reading it; a
+    device or a pipe (``/dev/zero``) after ``bound + 1`` bytes. A file that cannot be read,
+    is not UTF-8 or holds a NUL byte is an :class:`InputError`. Messages read ``{prefix}cannot
+    read {what}: ...``, ``what`` naming the file (``file "x.csv"``). A UTF-8 byte-order mark
+    is dropped.
+    """
+    limit = max_file_bytes(max_elements)
+    text: str | None = None
+    why: str | None = None
     try:
-        with open(path, encoding="utf-8-sig") as f:
-            return f.read()
+        with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not (stat.S_ISREG(st.st_mode) and st.st_size > limit):
+                text, why = _read_bounded_text(f, limit)
     except OSError as e:
-        raise InputError(f"{name}: cannot read file {shown}: {_os_cause(e)}") from None
-    except UnicodeDecodeError as e:
-        raise InputError(
-            f"{name}: file {shown} is not UTF-8 text (byte {e.start}: {e.reason})"
-        ) from None
+        raise InputError(f"{prefix}cannot read {what}: {_os_cause(e)}") from None
+    if why is not None:
+        raise InputError(f"{prefix}{what} {why}")
+    if text is None:
+        elements = _DEFAULT_MAX_ELEMENTS if max_elements is None else max_elements
+        raise LimitError(
+            f"{prefix}{what} is longer than {limit:,} bytes, the most read for --max-elements "
+            f"{elements:,} ({FILE_BYTES_PER_ELEMENT} bytes a number); raise --max-elements "
+            "to read it"
+        )
+    return text
+
+
+def _read_text(path: str, shown: str, name: str, max_elements: int | None) -> str:
+    return read_file_text(path, what=f"file {shown}", prefix=f"{name}: ", max_elements=max_elements)
+
+
+#: Row ends of a CSV/text file: those of np.loadtxt (and of Python's universal newlines).
+#: str.splitlines() would also split on form feed, U+2028 and others inside a row.
+_ROW_END = re.compile(r"\r\n|\r|\n")
+
+
+def read_npy(
+    f: IO[bytes], *, size: int | None, name: str, shown: str, max_elements: int | None
+) -> np.ndarray:
+    """The array of one ``.npy`` stream (a file, or a member of an ``.npz`` archive).
+
+    The header is read and checked first: an object array, a dtype that is not a real number
+    type, a shape over ``max_elements`` (a :class:`LimitError`) or, when ``size`` (the bytes
+    the stream holds) is known, a truncated stream is refused before any data is allocated
+    or read. Format versions 1.0, 2.0 and 3.0 are read (3.0 differs from 2.0 only in a UTF-8
+    header, which for a numeric array is ASCII). ``f`` must be seekable; the array is read
+    with ``allow_pickle=False``.
+    """
+
+    def bad(cause: str) -> InputError:
+        return InputError(f"{name}: cannot read {shown} as .npy: {cause}")
+
+    start = f.tell()
+    try:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            header = np.lib.format.read_array_header_1_0(f)
+        elif version in ((2, 0), (3, 0)):
+            header = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise bad(f"unsupported format version {version[0]}.{version[1]}")
+    except (ValueError, EOFError, SyntaxError, TypeError) as e:
+        raise bad(f"not a valid .npy file ({e})") from None
+    shape, _fortran, file_dtype = header
+    if file_dtype.hasobject:
+        raise bad("it holds Python objects; only numeric arrays are read")
+    if file_dtype.kind not in "iuf":
+        raise bad(f"dtype {file_dtype} is not a real number type")
+    _check_limit(name, shape, max_elements)
+    need = f.tell() - start + math.prod(shape) * file_dtype.itemsize
+    if size is not None and size < need:
+        raise bad(f"the file is truncated ({size} bytes, the header says {need})")
+    f.seek(start)
+    try:
+        arr = np.lib.format.read_array(f, allow_pickle=False)
+    except (ValueError, EOFError, SyntaxError, TypeError) as e:
+        raise bad(str(e)) from None
+    if not isinstance(arr, np.ndarray):  # pragma: no cover - read_array returns arrays
+        raise bad("not a single array")
+    _check_limit(name, arr.shape, max_elements)
+    return arr
 
 
 def _load_npy(
     path: str, shown: str, name: str, dt: np.dtype[Any], max_elements: int | None
 ) -> np.ndarray:
-    def bad(cause: str) -> InputError:
-        return InputError(f"{name}: cannot read {shown} as .npy: {cause}")
-
     try:
         with open(path, "rb") as f:
-            # Read and check the header first: an object array, a wrong dtype, an array over
-            # the limit or a truncated file is refused before any data is allocated.
-            try:
-                version = np.lib.format.read_magic(f)
-                if version == (1, 0):
-                    header = np.lib.format.read_array_header_1_0(f)
-                elif version == (2, 0):
-                    header = np.lib.format.read_array_header_2_0(f)
-                else:
-                    header = None  # newer format: np.load below still checks it
-            except (ValueError, EOFError, SyntaxError, TypeError) as e:
-                raise bad(f"not a valid .npy file ({e})") from None
-            if header is not None:
-                shape, _fortran, file_dtype = header
-                if file_dtype.hasobject:
-                    raise bad("it holds Python objects; only numeric arrays are read")
-                if file_dtype.kind not in "iuf":
-                    raise bad(f"dtype {file_dtype} is not a real number type")
-                _check_limit(name, shape, max_elements)
-                st = os.fstat(f.fileno())
-                need = f.tell() + math.prod(shape) * file_dtype.itemsize
-                if stat.S_ISREG(st.st_mode) and st.st_size < need:
-                    raise bad(f"the file is truncated ({st.st_size} bytes, the header says {need})")
-            f.seek(0)
-            try:
-                arr = np.load(f, allow_pickle=False)
-            except (ValueError, EOFError, SyntaxError, TypeError) as e:
-                raise bad(str(e)) from None
+            st = os.fstat(f.fileno())
+            size = st.st_size if stat.S_ISREG(st.st_mode) else None
+            arr = read_npy(f, size=size, name=name, shown=shown, max_elements=max_elements)
     except OSError as e:
         raise InputError(f"{name}: cannot read file {shown}: {_os_cause(e)}") from None
-    if not isinstance(arr, np.ndarray):
-        raise bad("not a single array")
-    if arr.dtype.hasobject or arr.dtype.kind not in "iuf":
-        raise bad(f"dtype {arr.dtype} is not a real number type")
-    _check_limit(name, arr.shape, max_elements)
     with np.errstate(over="ignore"):
         return np.asarray(arr, dtype=dt, order="C")
 
@@ -508,10 +655,10 @@ def _csv_cells(line: str) -> list[str] | None:
 def _load_csv(
     path: str, shown: str, name: str, dt: np.dtype[Any], max_elements: int | None
 ) -> np.ndarray:
-    text = _read_text(path, shown, name)
+    text = _read_text(path, shown, name, max_elements)
     rows: list[list[float]] = []
     total = 0
-    for lineno, raw in enumerate(text.splitlines(), start=1):
+    for lineno, raw in enumerate(_ROW_END.split(text), start=1):
         line = raw.split("#", 1)[0]  # '#' starts a comment, as in np.loadtxt
         if not line.strip():
             continue
@@ -535,7 +682,10 @@ def _load_csv(
             )
         total += len(row)
         if max_elements is not None and total > max_elements:
-            raise LimitError(f"{name}: file {shown} has more than {max_elements} numbers")
+            raise LimitError(
+                f"{name}: file {shown} has more than {max_elements:,} numbers "
+                "(raise it with --max-elements)"
+            )
         rows.append(row)
     if not rows:
         return np.zeros((0,), dtype=dt)
@@ -574,7 +724,8 @@ def load_file_value(
     if ext == ".npy":
         return _load_npy(full, shown, name, dt, max_elements)
     if ext == ".json":
-        obj = parse_json_text(_read_text(full, shown, name), what=f"{name}: file {shown}")
+        text = _read_text(full, shown, name, max_elements)
+        obj = parse_json_text(text, what=f"{name}: file {shown}")
         try:
             return value_from_json(obj, name=name, dtype=dt, max_elements=max_elements)
         except InputError as e:
@@ -600,12 +751,12 @@ def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
 
     Unlike ``np.savez(path, **arrays)`` this writes exactly to ``path`` (no ``.npz`` appended)
     and any key works, even ``"file"`` or ``"allow_pickle"`` that would clash with savez's
-    own parameters. Reading back: ``np.load(path)[key]``.
+    own parameters. Reading back: ``np.load(path)[key]``. The file is replaced atomically
+    (:class:`ReplacedFile`): a failure or a kill leaves the old file as it was.
     """
-    full = os.path.expanduser(path)
     try:
         with (
-            open(full, "wb") as f,
+            ReplacedFile(path) as f,
             zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf,
         ):
             for key, arr in arrays.items():
@@ -613,3 +764,106 @@ def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
                     np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
     except OSError as e:
         raise InputError(f"cannot write {_short(path, 200)}: {_os_cause(e)}") from None
+
+
+class ReplacedFile:
+    """``with ReplacedFile(path) as f:`` writes a new ``path`` so that, whatever happens, the
+    path holds either its old content or the complete new one, never a torn file.
+
+    The bytes go to a temporary file in the same folder (``.NAME.<random>.tmp``, so that the
+    rename stays within one file system), which is flushed and fsynced, then renamed over
+    the target with ``os.replace`` (atomic on POSIX and Windows), and the folder is fsynced.
+    On any exception in the block (a full disk, ``ulimit -f``, Ctrl-C) the temporary file is
+    removed and the exception goes on; ``kill -9`` leaves the old file and the temporary one.
+    The new file gets the old file's permission bits (or the umask's, as ``open`` gives); a
+    symbolic link is followed (its target is replaced, the link kept); a path that exists
+    and is not a regular file (``/dev/null``, a FIFO) is written in place, as ``open`` would.
+    Every save format writes through this.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = os.path.expanduser(path)
+        self.target = self.path
+        self.temp: str | None = None
+        self.file: IO[bytes] | None = None
+
+    def __enter__(self) -> IO[bytes]:
+        try:
+            old = os.stat(self.path)
+        except OSError:
+            old = None
+        if old is not None and not stat.S_ISREG(old.st_mode):
+            self.file = open(self.path, "wb")  # closed in __exit__
+            return _Positionless(self.file)  # type: ignore[return-value]
+        self.target = os.path.realpath(self.path)
+        folder, name = os.path.split(self.target)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+        while self.temp is None:
+            temp = os.path.join(folder, f".{name[:200]}.{os.urandom(6).hex()}.tmp")
+            try:
+                fd = os.open(temp, flags, 0o666)
+            except FileExistsError:
+                continue
+            self.temp = temp
+        if old is not None:
+            # not the old file's owner: the umask's permissions
+            _best_effort(os.chmod, self.temp, stat.S_IMODE(old.st_mode))
+        self.file = os.fdopen(fd, "wb")
+        return self.file
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        assert self.file is not None
+        try:
+            if exc is None and self.temp is not None:
+                self.file.flush()
+                os.fsync(self.file.fileno())
+            self.file.close()
+            if exc is None and self.temp is not None:
+                os.replace(self.temp, self.target)
+                self.temp = None
+                _fsync_folder(os.path.dirname(self.target))
+        finally:
+            if self.temp is not None:
+                _best_effort(self.file.close)
+                _best_effort(os.unlink, self.temp)
+
+
+class _Positionless:
+    """A device or FIFO opened for writing, offered as a stream without positions: a writer
+    that can do without (zipfile) then counts bytes itself, where /dev/null would report
+    position 0 forever and a FIFO fails to seek."""
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+
+    def write(self, data: bytes) -> int:
+        return self.raw.write(data)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def seekable(self) -> bool:
+        return False
+
+    def tell(self) -> int:
+        raise OSError(errno.ESPIPE, "a stream has no position")
+
+
+def _fsync_folder(folder: str) -> None:
+    """Make a rename in ``folder`` durable (POSIX; best effort: not every system allows it)."""
+    if os.name != "posix":
+        return
+    try:
+        fd = os.open(folder or ".", os.O_RDONLY)
+    except OSError:
+        return
+    _best_effort(os.fsync, fd)
+    os.close(fd)
+
+
+def _best_effort(call: Any, *args: Any) -> None:
+    """``call(*args)``, an OSError ignored: cleanup that must not hide the error being raised."""
+    try:
+        call(*args)
+    except OSError:
+        return

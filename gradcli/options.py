@@ -29,6 +29,8 @@ class OptimizerName(str, Enum):
 DEFAULT_MAX_ELEMENTS = 10**8
 DEFAULT_MAX_PROGRAM_CHARS = 1_000_000  # as gradcli.language's (not imported: start-up time)
 DEFAULT_MAX_STDIN_BYTES = 16 * 2**20  # one request, as one line of batch
+DEFAULT_MAX_PASSES = 50_000  # as gradcli.analysis's, which says why
+DEFAULT_MAX_HISTORY = 100_000  # as gradcli.analysis's
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,14 @@ MaxStdinBytesOpt = Annotated[
     int,
     typer.Option(
         "--max-stdin-bytes", min=1, help="Most bytes read from stdin (eval -, --inputs -)."
+    ),
+]
+MaxPassesOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-passes",
+        min=1,
+        help="Most forward and backward passes of the program; more are refused unrun.",
     ),
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks.")]
@@ -139,6 +149,9 @@ Like torch.autograd.gradcheck: every element of the Jacobian (or, with --order 2
 Hessian) must satisfy |analytic - numeric| <= atol + rtol |numeric|. Exit code 1 when any
 input fails. At a kink (relu at 0) the finite difference is wrong and the check fails.
 
+The work grows as the square of the inputs' size (two runs of the program per input
+element, each over all of them): a check needing more than --max-passes is refused.
+
 \b
 Examples:
   gradcli check "sum(tanh(W @ x))" W="randn(3, 3)" x=[1,2,3]
@@ -174,7 +187,8 @@ OPTIMIZE_HELP = """Minimise a scalar expression over the --wrt inputs by gradien
 
 Each step does zero_grad(), backward(), the optional --clip-norm/--clip-value, and
 step(): the tutorial's training loop. --no-zero-grad shows what forgetting zero_grad()
-does (gradients accumulate).
+does (gradients accumulate). The loss history (plot, --json) holds every loss up to
+--max-history of them; a longer run keeps an evenly thinned history ("loss_every").
 
 \b
 Example:

@@ -516,8 +516,17 @@ def _short_array(a: np.ndarray, precision: int) -> str:
 _SPARK = "▁▂▃▄▅▆▇█"
 
 
-def loss_plot(losses: list[float], *, width: int = 60, height: int = 8) -> Text:
-    """A text plot of the loss curve (log scale when the losses span decades)."""
+def loss_plot(
+    losses: list[float],
+    *,
+    width: int = 60,
+    height: int = 8,
+    last_step: int | None = None,
+    every: int = 1,
+) -> Text:
+    """A text plot of the loss curve (log scale when the losses span decades). ``losses``
+    are those before steps 0, ``every``, 2 ``every`` ..., then the one after ``last_step``
+    steps (optimize thins a long history, see analysis.LossHistory)."""
     values = np.asarray(losses, dtype=np.float64)
     finite = values[np.isfinite(values)]
     if finite.size == 0:
@@ -537,7 +546,9 @@ def loss_plot(losses: list[float], *, width: int = 60, height: int = 8) -> Text:
         shown = 10**tick if log else tick
         lines.append(f"{shown:>10.4g} ┤" + "".join(chars))
     lines.append(" " * 11 + "└" + "─" * len(col))
-    lines.append(" " * 12 + f"step 0 … {len(values) - 1}" + ("  (log scale)" if log else ""))
+    last = len(values) - 1 if last_step is None else last_step
+    notes = ([f"every {every} steps"] if every > 1 else []) + (["log scale"] if log else [])
+    lines.append(" " * 12 + f"step 0 … {last}" + (f"  ({', '.join(notes)})" if notes else ""))
     return Text("\n".join(lines))
 
 
@@ -565,7 +576,8 @@ def print_optimization(
         )
     _print_table(console, table)
     console.print(Text("loss", style="bold"))
-    console.print(loss_plot(opt.losses), soft_wrap=True)
+    plot = loss_plot(opt.losses, last_step=opt.steps, every=opt.loss_every)
+    console.print(plot, soft_wrap=True)
 
 
 class step_progress:

@@ -23,6 +23,7 @@ from ..errors import (
     NamingError,
     ParseError,
     ShapeError,
+    shorten,
 )
 from .functions import (
     _REQUIRED,
@@ -422,9 +423,10 @@ class _Evaluator:
                 column=tok.column,
             )
         known = [*self.env, *CONSTANTS]
+        shown = shorten(name)
         raise NamingError(
-            f"unknown name `{name}`{suggest(name, known + list(FUNCTIONS))}: give it a value "
-            f"as {name}=VALUE",
+            f"unknown name `{shown}`{suggest(name, known + list(FUNCTIONS))}: give it a value "
+            f"as {shown}=VALUE",
             line=tok.line,
             column=tok.column,
         )
@@ -502,7 +504,7 @@ class _Evaluator:
         if fn is None:
             hint = suggest(name, FUNCTIONS)
             raise NamingError(
-                f"unknown function `{name}`{hint}; `gradcli functions` lists them all",
+                f"unknown function `{shorten(name)}`{hint}; `gradcli functions` lists them all",
                 line=tok.line,
                 column=tok.column,
             )
