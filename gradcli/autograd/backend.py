@@ -124,13 +124,37 @@ class NumpyBackend:
     @staticmethod
     def index_array(values: Any) -> Any:
         """An index list or array as integers (booleans as they are), or None when a value
-        is not a whole number."""
+        is not a whole number. A whole number beyond int64 (``1e20``, a Python int of 70
+        bits, a uint64 over 2**63 - 1) becomes the nearest end of int64, out of bounds for
+        any axis, where a cast would wrap it round to another number (1e20 to -2**63); the
+        caller reports the value as it was given."""
+        lo, hi = -(2**63), 2**63 - 1
         arr = np.asarray(values)
-        if arr.dtype.kind == "f":
+        kind = arr.dtype.kind
+        if kind == "f":
             if not np.all(np.isfinite(arr)) or not np.all(arr == np.round(arr)):
                 return None
-            return arr.astype(np.int64)
-        return arr if arr.dtype.kind in "biu" else None
+            beyond = np.abs(arr) >= 2.0**63  # the whole floats of int64 are the smaller ones
+            if not beyond.any():
+                return arr.astype(np.int64)
+            out = np.where(beyond, 0.0, arr).astype(np.int64)
+            out[beyond & (arr > 0)] = hi
+            out[beyond & (arr < 0)] = lo
+            return out
+        if kind == "u" and arr.dtype.itemsize == 8:
+            return np.minimum(arr, np.uint64(hi)).astype(np.int64)
+        if kind == "O":  # Python ints too large for any NumPy integer type
+            flat: list[int] = []
+            for v in arr.ravel().tolist():
+                if isinstance(v, float):
+                    if not (np.isfinite(v) and v.is_integer()):
+                        return None
+                    v = int(v)
+                if not isinstance(v, int):
+                    return None
+                flat.append(min(max(v, lo), hi))
+            return np.array(flat, dtype=np.int64).reshape(arr.shape)
+        return arr if kind in "biu" else None
 
     @staticmethod
     def as_float(mask: Any, like: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from ...errors import InvalidValueError, ShapeError
@@ -33,7 +34,12 @@ def normalize_key(key: Any) -> tuple[Any, ...]:
         if isinstance(part, Tensor):
             part = part.data
         if isinstance(part, (list, NUMPY.ndarray)):
-            arr = NUMPY.index_array(part)
+            try:
+                arr = NUMPY.index_array(part)
+            except ValueError:  # a ragged list
+                raise InvalidValueError(
+                    "index: an index list must be rectangular (rows of one length)"
+                ) from None
             if arr is None:
                 raise InvalidValueError("index: indices must be whole numbers")
             out.append(arr)
@@ -46,6 +52,85 @@ def normalize_key(key: Any) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def _beyond_int64(key: Any, shape: tuple[int, ...]) -> str | None:
+    """NumPy's out-of-bounds message for a whole-number index beyond int64, such as
+    ``x[[0, 1e20]]``, naming the index as it was given; None when the key has none.
+
+    NumPy cannot hold such an index: a cast wraps 1e20 round to -2**63 and a Python int of
+    70 bits is refused as not an integer. ``index_array`` makes it an end of int64, out of
+    bounds for any axis, and the refusal NumPy gives for that is reworded here.
+    """
+    parts = [_as_array(p) for p in (key if isinstance(key, tuple) else (key,))]
+    widths = [_axes_taken(p) for p in parts]
+    rest = len(shape) - sum(w for w in widths if w is not None)
+    axis = 0
+    for part, width in zip(parts, widths, strict=True):
+        if width is None:  # the ellipsis: the axes the other parts leave
+            width = max(rest, 0)
+        value = _first_beyond_int64(part) if width == 1 else None
+        if value is not None and axis < len(shape):
+            return (
+                f"index: index {_as_written(value)} is out of bounds for axis {axis} "
+                f"with size {shape[axis]}"
+            )
+        axis += width
+    return None
+
+
+def _as_array(part: Any) -> Any:
+    """A part of a key as an array (None, the ellipsis and slices as they are)."""
+    if part is None or part is Ellipsis or isinstance(part, slice):
+        return part
+    if isinstance(part, Tensor):
+        return part.data
+    try:
+        return NUMPY.asarray(part)
+    except ValueError:  # a ragged list: NumPy refuses it with its own message
+        return None
+
+
+def _axes_taken(part: Any) -> int | None:
+    """How many axes of the indexed array a part of a key takes (None for the ellipsis)."""
+    if part is Ellipsis:
+        return None
+    if part is None:
+        return 0
+    if isinstance(part, NUMPY.ndarray) and part.dtype.kind == "b":
+        return part.ndim  # a mask takes as many axes as it has (a single bool: a new one)
+    return 1
+
+
+def _first_beyond_int64(part: Any) -> int | float | None:
+    """The first whole number of an index part (an array) that int64 cannot hold."""
+    if not isinstance(part, NUMPY.ndarray):
+        return None
+    kind = part.dtype.kind
+    if kind == "f":
+        beyond = part[NUMPY.isfinite(part) & (NUMPY.abs(part) >= 2.0**63)]
+        return float(beyond.flat[0]) if beyond.size else None
+    if kind == "u":
+        beyond = part[part > 2**63 - 1]
+        return int(beyond.flat[0]) if beyond.size else None
+    if kind == "O":
+        for v in part.ravel().tolist():
+            if isinstance(v, int) and not -(2**63) <= v < 2**63:
+                return v
+            if isinstance(v, float) and v.is_integer() and abs(v) >= 2.0**63:
+                return v
+    return None
+
+
+def _as_written(value: float | int) -> str:
+    """An index as a whole number, all its digits (1e20 as 100000000000000000000, the value
+    the language's scalar index shows too); beyond 40 digits in scientific notation."""
+    digits = str(int(value))
+    if len(digits.lstrip("-")) <= 40:
+        return digits
+    if isinstance(value, int) and value.bit_length() < 1024 and float(value) == value:
+        value = float(value)  # a whole float, come through the language as an int
+    return repr(value) if isinstance(value, float) else f"{Decimal(value):.6e}"
+
+
 @public(GETITEM, "x indexed as NumPy indexes", language=False, method=False)
 def getitem(prim: Primitive, x: Tensor, key: Any) -> Tensor:
     """NumPy indexing (basic, integer lists, ``None``, ``...``); repeated indices accumulate."""
@@ -54,7 +139,7 @@ def getitem(prim: Primitive, x: Tensor, key: Any) -> Tensor:
     try:
         data = x.data[k]
     except IndexError as e:
-        raise ShapeError(f"index: {e}") from None
+        raise ShapeError(_beyond_int64(key, x.data.shape) or f"index: {e}") from None
     return record(NUMPY.asarray(data), prim, (x,), ctx=(k, x.data.shape))
 
 

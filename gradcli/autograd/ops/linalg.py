@@ -34,9 +34,92 @@ MATMUL = primitive(
 )
 
 
+# --- determinant, inverse, solve ----------------------------------------------------------
+#
+# Non-finite entries (docs/conventions.md): LAPACK's LU skips work it believes is zero, so a
+# matrix with a nan entry can come out of NumPy as "singular" (a LinAlgError) or with a
+# determinant of 0.0, and its SVD does not converge. gradcli gives what torch gives there:
+# nan. A matrix with a nan entry has a nan determinant, inverse and solution (a column of b
+# with a nan gives a nan column of the solution), never an error; a matrix with an infinite
+# entry has NumPy's LU result, except that a finite determinant of it (a zero pivot's 0.0)
+# is nan, since every entry is a factor of some term of det. The derivative of det of a
+# matrix with a nan or infinite entry is nan (that of a 1x1 one is 1, as torch's).
+
+_NAN = float("nan")
+
+
+def _nonfinite(xp: Any, x: Any) -> Any:
+    """Per matrix of a batch, whether it has a nan or infinite entry (shape ``(..., 1, 1)``)."""
+    return ~xp.isfinite(x).all(axis=(-2, -1), keepdims=True)
+
+
+def _has_nan(x: Any, axis: Any) -> Any:
+    return (x != x).any(axis=axis, keepdims=True)
+
+
+def _det_fwd(xp: Any, x: Any) -> Any:
+    if xp.all_finite(x):
+        return xp.det(x)
+    nan = _has_nan(x, (-2, -1))  # (LAPACK is not given these: no "invalid value" from it)
+    d = xp.det(xp.where(nan, xp.eye(x.shape[-1], dtype=x.dtype), x))
+    bad = _nonfinite(xp, x)[..., 0, 0]
+    return xp.where(nan[..., 0, 0] | (bad & xp.isfinite(d)), _NAN, d)
+
+
+def _inv_fwd(xp: Any, x: Any) -> Any:
+    if xp.all_finite(x):
+        return xp.inv(x)
+    nan = _has_nan(x, (-2, -1))
+    if not nan.any():
+        return xp.inv(x)
+    eye = xp.eye(x.shape[-1], dtype=x.dtype)
+    return xp.where(nan, _NAN, xp.inv(xp.where(nan, eye, x)))
+
+
+def _solve_fwd(xp: Any, a: Any, b: Any) -> Any:
+    if xp.all_finite(a) and xp.all_finite(b):
+        return xp.solve(a, b)
+    vector = b.ndim == 1
+    bm = xp.expand_dims(b, -1) if vector else b
+    a_nan = _has_nan(a, (-2, -1))  # (..., 1, 1)
+    b_nan = _has_nan(bm, -2)  # (..., 1, k): a column of b with a nan
+    if not (a_nan.any() or b_nan.any()):
+        return xp.solve(a, b)
+    eye = xp.eye(a.shape[-1], dtype=a.dtype)
+    out = xp.solve(xp.where(a_nan, eye, a), xp.where(b_nan, 0.0, bm))
+    out = xp.where(a_nan | b_nan, _NAN, out)
+    return out[..., 0] if vector else out
+
+
+def _solve_any(xp: Any, a: Any, b: Any) -> Any:
+    """``solve(a, b)`` in a rule, where ``a`` is A^T and ``b`` a matrix (the public function
+    on tensors, the forward one on arrays). Solving with A worked, so a failure here is
+    the LU of A^T meeting a zero pivot that A's did not: for a matrix with an infinite
+    entry, its gradient is nan (torch's); otherwise a domain error, never a LinAlgError."""
+    tensor = isinstance(a, Tensor)
+    data = a.data if tensor else a
+    try:
+        return xp.solve(a, b) if tensor else _solve_fwd(xp, a, b)
+    except (DomainError, NUMPY.LinAlgError):
+        if NUMPY.all_finite(data):
+            raise DomainError("solve: the matrix is singular") from None
+    bad = _nonfinite(NUMPY, data)
+    clean = xp.where(bad, NUMPY.eye(data.shape[-1], dtype=data.dtype), a)
+    try:
+        out = xp.solve(clean, b) if tensor else _solve_fwd(xp, clean, b)
+    except (DomainError, NUMPY.LinAlgError):
+        raise DomainError("solve: the matrix is singular") from None
+    poison = NUMPY.where(bad, _NAN, 0.0).astype(data.dtype)  # see _cofactor_graph
+    return out + xp.sum(a * poison, axis=(-2, -1), keepdims=True)
+
+
 def adjugate_t(xp: Any, x: Any) -> Any:
-    """Transpose of the adjugate (the gradient of det), valid for singular matrices too."""
-    u, s, vt = xp.svd(x)
+    """Transpose of the adjugate (the gradient of det), valid for singular matrices too;
+    finite matrices only."""
+    try:
+        u, s, vt = xp.svd(x)
+    except xp.LinAlgError:  # never seen on finite matrices; the minors are exact anyway
+        return cofactor_minors(xp, x)
     n = s.shape[-1]
     others = xp.stack([xp.prod(xp.delete(s, i, axis=-1), axis=-1) for i in range(n)], axis=-1)
     sign = xp.det(u) * xp.det(vt)
@@ -44,27 +127,96 @@ def adjugate_t(xp: Any, x: Any) -> Any:
     return swap(xp, adj * sign[..., None, None])
 
 
+def cofactor_minors(xp: Any, x: Any) -> Any:
+    """The cofactor matrix as ``(-1)**(i+j) det(x without row i and column j)``, all n**2
+    minors in one batched det: exact for any finite matrix, and a polynomial in ``x``
+    made of ``det`` itself, so on tensors it is differentiated (at any order) by det's own
+    rule on the minors. It holds n**2 (n-1)**2 numbers per matrix."""
+    shape = tuple(x.shape)
+    n = shape[-1]
+    check_size((*shape[:-2], n, n, n - 1, n - 1), "det: the minors of a singular matrix")
+    keep = NUMPY.asarray([[k for k in range(n) if k != i] for i in range(n)])
+    minors = x[..., keep[:, None, :, None], keep[None, :, None, :]]
+    ij = NUMPY.arange(n)
+    sign = NUMPY.asarray(1.0 - 2.0 * ((ij[:, None] + ij[None, :]) % 2), dtype=_dtype(x))
+    return xp.det(minors) * sign
+
+
+def _dtype(x: Any) -> Any:
+    return x.data.dtype if isinstance(x, Tensor) else x.dtype
+
+
+def _cofactor(xp: Any, x: Any, ae: Any) -> Any:
+    """The cofactor matrix of each matrix of ``x`` (arrays), ``ae`` its det (``(..., 1, 1)``):
+    ``det(A) A^-T`` when A has an inverse, else through the SVD."""
+    n = x.shape[-1]
+    if n <= 1:
+        return xp.ones_like(x)
+    if not xp.all_finite(x):
+        bad = _nonfinite(xp, x)
+        clean = xp.where(bad, xp.eye(n, dtype=x.dtype), x)
+        return xp.where(bad, _NAN, _cofactor(xp, clean, xp.where(bad, 1.0, ae)))
+    try:
+        return ae * swap(xp, xp.inv(x))
+    except xp.LinAlgError:
+        return adjugate_t(xp, x)
+
+
+def _well_conditioned(a: Any, a_inv: Any) -> bool:
+    """Whether ``det(A) A^-T`` differentiates accurately: its derivative has error about
+    cond(A) eps, so every matrix of the batch needs cond_1(A) below 1/sqrt(eps)
+    (6.7e7 in float64, 2.9e3 in float32)."""
+    eps = 2.0**-52 if a.dtype.itemsize >= 8 else 2.0**-23
+    norm = NUMPY.max(NUMPY.sum(NUMPY.abs(a), axis=-2), axis=-1)
+    norm_inv = NUMPY.max(NUMPY.sum(NUMPY.abs(a_inv), axis=-2), axis=-1)
+    return bool((norm * norm_inv * eps**0.5 < 1.0).all())
+
+
+def _cofactor_graph(xp: Any, x: Tensor, ae: Any) -> Any:
+    """The cofactor matrix as a graph (``create_graph``), so that its derivative is det's
+    second derivative: ``det(A) A^-T`` for well-conditioned matrices, else the minors
+    (``cofactor_minors``), which are exact where A is singular or nearly so and A^-1 is
+    not; nan (with a nan derivative) for a matrix with a nan or infinite entry."""
+    data = x.data
+    n = data.shape[-1]
+    if n <= 1:
+        return NUMPY.ones(data.shape, dtype=data.dtype)  # det of 1x1 is its entry
+    if not NUMPY.all_finite(data):
+        bad = _nonfinite(NUMPY, data)
+        clean = xp.where(bad, NUMPY.eye(n, dtype=data.dtype), x)
+        poison = NUMPY.where(bad, _NAN, 0.0).astype(data.dtype)
+        # x * poison: 0 with a zero derivative for a finite matrix, nan with a nan
+        # derivative for the others (where() alone would give them a derivative of 0)
+        return _cofactor_graph(xp, clean, None) + x * poison
+    try:
+        x_inv = xp.inv(x)
+    except DomainError:
+        return cofactor_minors(xp, x)
+    if not _well_conditioned(data, x_inv.data):
+        return cofactor_minors(xp, x)
+    if ae is None:
+        ae = xp.expand_dims(xp.expand_dims(xp.det(x), -1), -1)
+    return ae * swap(xp, x_inv)
+
+
 def _det_vjp(xp: Any, g: Any, ans: Any, ctx: Any, x: Any) -> Any:
     ge = xp.expand_dims(xp.expand_dims(g, -1), -1)
     ae = xp.expand_dims(xp.expand_dims(ans, -1), -1)
     if isinstance(x, Tensor):
-        return ge * ae * swap(xp, xp.inv(x))
-    try:
-        return ge * (ae * swap(xp, xp.inv(x)))
-    except xp.LinAlgError:
-        return ge * adjugate_t(xp, x)
+        return ge * _cofactor_graph(xp, x, ae)
+    return ge * _cofactor(xp, x, ae)
 
 
 DET = primitive(
     "det",
-    lambda xp, x: xp.det(x),
+    _det_fwd,
     _det_vjp,
     saves=("x", "ans"),
     doc="g det(A) A^-T (the adjugate for singular A)",
 )
 INV = primitive(
     "inv",
-    lambda xp, x: xp.inv(x),
+    _inv_fwd,
     lambda xp, g, ans, ctx: -xp.matmul(xp.matmul(swap(xp, ans), g), swap(xp, ans)),
     saves=("ans",),
     doc="-A^-T g A^-T",
@@ -73,8 +225,8 @@ INV = primitive(
 
 def _solve_vjp_b(xp: Any, g: Any, ans: Any, ctx: Any, a: Any, b: Any) -> Any:
     if b.ndim == 1:
-        return xp.solve(swap(xp, a), xp.expand_dims(g, -1))[..., 0]
-    return xp.solve(swap(xp, a), g)
+        return _solve_any(xp, swap(xp, a), xp.expand_dims(g, -1))[..., 0]
+    return _solve_any(xp, swap(xp, a), g)
 
 
 def _solve_vjp_a(xp: Any, g: Any, ans: Any, ctx: Any, a: Any, b: Any) -> Any:
@@ -86,7 +238,7 @@ def _solve_vjp_a(xp: Any, g: Any, ans: Any, ctx: Any, a: Any, b: Any) -> Any:
 
 SOLVE = primitive(
     "solve",
-    lambda xp, a, b: xp.solve(a, b),
+    _solve_fwd,
     _solve_vjp_a,
     _solve_vjp_b,
     saves=("a", "b", "ans"),
