@@ -9,7 +9,8 @@ finite differences, which only :func:`check` uses, as the independent oracle.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,16 +85,16 @@ def _jacobian_of(
     leaves = setup.leaves()
     out = setup.program.run(leaves, dtype=setup.dtype, seed=seed, retain=False).output
     wanted = [leaves[n] for n in setup.wanted]
-    total_in = sum(t.size for t in wanted)
-    _check_work(out.size * total_in, "jacobian")
-    backward = out.size if out.requires_grad else 0
+    total_in = sum(t.numel() for t in wanted)
+    _check_work(out.numel() * total_in, "jacobian")
+    backward = out.numel() if out.requires_grad else 0
     _check_passes(command, 1 + backward + more, max_passes)
     rows: dict[str, np.ndarray] = {
-        n: np.zeros((out.size, leaves[n].size), dtype=out.dtype) for n in setup.wanted
+        n: np.zeros((out.numel(), leaves[n].numel()), dtype=out.dtype) for n in setup.wanted
     }
     if out.requires_grad:
-        for i in range(out.size):
-            onehot = np.zeros(out.size, dtype=out.dtype)
+        for i in range(out.numel()):
+            onehot = np.zeros(out.numel(), dtype=out.dtype)
             onehot[i] = 1.0
             grads = E.grad(out, wanted, grad_outputs=onehot.reshape(out.shape), retain_graph=True)
             for name, g in zip(setup.wanted, grads, strict=True):
@@ -160,7 +161,7 @@ def element_labels(name: str, shape: tuple[int, ...]) -> list[str]:
 
 
 def _scalar_output(out: E.Tensor, command: str) -> None:
-    if out.size != 1 or out.ndim != 0:
+    if out.ndim != 0:
         raise ShapeError(
             f"{command} needs a scalar output, but the output has shape {out.shape}: "
             f"reduce it, e.g. sum(...) or mean(...)"
@@ -180,7 +181,7 @@ def _hessian_of(
     wanted = [leaves[n] for n in setup.wanted]
     out = setup.program.run(leaves, dtype=setup.dtype, seed=seed, retain=False).output
     _scalar_output(out, "hessian")
-    sizes = [t.size for t in wanted]
+    sizes = [t.numel() for t in wanted]
     n = sum(sizes)
     _check_work(n * n, "hessian")
     _check_passes(command, 2 + n + more, max_passes)
@@ -480,7 +481,12 @@ def _graph_order(
 
 
 def _short(a: np.ndarray) -> str:
-    return np.array2string(np.asarray(a), precision=4, threshold=6, edgeitems=2).replace("\n", " ")
+    """An array of the graph on one line; a 0-d value as ``eval`` writes it (``18.0``)."""
+    arr = np.asarray(a)
+    text = np.array2string(arr, precision=4, threshold=6, edgeitems=2).replace("\n", " ")
+    if arr.ndim == 0 and arr.dtype.kind == "f":  # NumPy writes 18. and 1.e+20
+        text = re.sub(r"(?<=\d)\.(?=$|e)", ".0", text)
+    return text
 
 
 def _dot_escape(text: str) -> str:
@@ -557,8 +563,20 @@ class Optimization:
     final: dict[str, tuple[np.ndarray, np.ndarray | None]]
     #: floating-point warnings counted while computing (the CLI prints them on stderr)
     warnings: list[str] = field(default_factory=list)
-    #: 1: the whole history (steps + 1 losses); more when it was thinned (LossHistory)
+    #: 1: the whole history (steps_run + 1 losses); more when it was thinned (LossHistory)
     loss_every: int = 1
+    #: the steps taken: ``steps``, or fewer when ``tol`` or an interruption stopped the run
+    steps_run: int | None = None
+    #: stop once the loss changes by less than this from one step to the next (``--tol``)
+    tol: float | None = None
+    #: the last step changed the loss by less than ``tol`` (the run stopped there)
+    converged: bool = False
+    #: the run was stopped from outside (Ctrl-C): the result so far
+    interrupted: bool = False
+
+    def __post_init__(self) -> None:
+        if self.steps_run is None:
+            self.steps_run = self.steps
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -566,6 +584,10 @@ class Optimization:
             "optimizer": self.optimizer,
             "lr": self.lr,
             "steps": self.steps,
+            "steps_run": self.steps_run,
+            "tol": self.tol,
+            "converged": self.converged,
+            "interrupted": self.interrupted,
             "losses": json_array(np.asarray(self.losses, dtype=np.float64)),
             "loss_every": self.loss_every,
             "final": {
@@ -621,9 +643,16 @@ def optimize(
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
     max_history: int = DEFAULT_MAX_HISTORY,
     on_step: Any = None,
+    tol: float | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> Optimization:
     """Minimise a scalar expression over the ``wrt`` inputs: each step ``zero_grad()``,
     ``backward()``, optional clipping, ``step()`` — the tutorial's training loop.
+
+    The run ends after ``steps`` steps; before that when a step changes the loss by less
+    than ``tol`` (``converged``), or when ``stop()``, asked before each step, says so
+    (``interrupted``: the CLI's Ctrl-C, docs/cli.md "optimize"). Either way the result is
+    that of the steps taken (``steps_run``): a step is never left half done.
 
     Memory does not grow with ``steps``: of more than ``max_history`` losses an evenly
     thinned history is kept (:class:`LossHistory`), and a warning says so."""
@@ -637,6 +666,8 @@ def optimize(
         raise InputError(f"--max-history must be a whole number >= 1, not {max_history!r}")
     if not (lr > 0 and math.isfinite(lr)):
         raise InputError(f"--lr must be a positive number, not {lr!r}")
+    if tol is not None and not (tol >= 0 and math.isfinite(tol)):
+        raise InputError(f"--tol must be a finite number >= 0, not {tol!r}")
     if clip_norm is not None and clip_value is not None:
         raise InputError("--clip-norm and --clip-value cannot be used together: choose one")
     for what, v in (("--clip-norm", clip_norm), ("--clip-value", clip_value)):
@@ -671,21 +702,35 @@ def optimize(
             out.backward()
         return float(out.data)
 
+    steps_run = 0
+    converged = interrupted = False
+    previous = math.nan
     with E.computation(max_elements) as fp:
         for step in range(steps):
+            if stop is not None and stop():
+                interrupted = True
+                break
             if zero_grad:
                 opt.zero_grad()
             loss = loss_and_grad()
+            # the last step barely moved the loss: stop here (`converged`, below)
+            if tol is not None and step > 0 and abs(loss - previous) < tol:
+                break
+            previous = loss
             history.add(loss)
             if clip_norm is not None:
                 nn.clip_grad_norm_(params, clip_norm, p)
             elif clip_value is not None:
                 nn.clip_grad_value_(params, clip_value)
             opt.step()
+            steps_run = step + 1
             if on_step is not None:
                 on_step(step + 1, loss)
         opt.zero_grad()
         last = loss_and_grad()
+        if tol is not None and steps_run > 0 and not interrupted:
+            # the last step met the tolerance: the run stopped for it, or its last step did
+            converged = abs(last - previous) < tol
     final: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
     for n in setup.wanted:
         g = leaves[n].grad
@@ -693,10 +738,11 @@ def optimize(
     warnings = fp.messages()
     if history.every > 1:
         warnings.append(
-            f"the loss history of {steps:,} steps is thinned to one loss every "
+            f"the loss history of {steps_run:,} steps is thinned to one loss every "
             f"{history.every:,} steps ({len(history.kept):,} losses and the final one; "
             f"raise --max-history, now {max_history:,}, to keep more)"
         )
     return Optimization(
-        expr, optimizer, lr, steps, [*history.kept, last], final, warnings, history.every
-    )
+        expr, optimizer, lr, steps, [*history.kept, last], final, warnings, history.every,
+        steps_run=steps_run, tol=tol, converged=converged, interrupted=interrupted,
+    )  # fmt: skip

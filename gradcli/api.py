@@ -29,6 +29,7 @@ from .language import (
     Program,
     check_program_length,
     compile_program,
+    normalize_name,
     suggest,
 )
 
@@ -170,7 +171,7 @@ def check_wrt(wrt: Any) -> list[str] | None:
     for name in names:
         if not isinstance(name, str):
             raise InputError(f"wrt must hold input names (strings), not {_shown(name)}")
-    return list(dict.fromkeys(names))
+    return list(dict.fromkeys(normalize_name(name) for name in names))
 
 
 def _check_limit(value: Any, what: str) -> float | None:
@@ -185,6 +186,36 @@ def _check_limit(value: Any, what: str) -> float | None:
     if not math.isfinite(v) or v < 0:
         raise InputError(f"{what} must be a finite number >= 0, not {_shown(value)}")
     return v
+
+
+def _input_values(given: dict[Any, Any]) -> dict[str, Any]:
+    """The inputs by name, each name as Python reads an identifier (NFKC, see
+    ``language.normalize_name``): this is where every input name enters, from the command
+    line, a JSON request or the API. Two names that are one once normalised are an error."""
+    raw: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
+    for given_name, v in given.items():
+        if not isinstance(given_name, str) or not given_name.isidentifier():
+            raise InputError(f"input name {_shown(given_name)} is not a valid name (an identifier)")
+        name = normalize_name(given_name)
+        if name in FUNCTIONS:
+            raise NamingError(f"an input cannot be named `{name}`: that is a function")
+        if name in raw:
+            raise InputError(
+                f"the inputs {_spelling(spelled[name])} and {_spelling(given_name)} are one "
+                f"name, `{shorten(name)}`, as Python reads identifiers (Unicode NFKC): give "
+                "it once"
+            )
+        raw[name] = v.data if isinstance(v, E.Tensor) else v
+        spelled[name] = given_name
+    return raw
+
+
+def _spelling(name: str) -> str:
+    """A name and, when short, its code points: two spellings that look alike differ here."""
+    if len(name) > 8:
+        return f"`{shorten(name)}`"
+    return f"`{name}` ({' '.join(f'U+{ord(c):04X}' for c in name)})"
 
 
 @dataclass
@@ -224,12 +255,7 @@ def prepare(
     if not isinstance(expr, str):
         raise InputError(f"expr must be a string, not {_shown(expr)}")
     check_program_length(expr, max_program_chars)
-    raw = {k: v.data if isinstance(v, E.Tensor) else v for k, v in check_inputs(inputs).items()}
-    for name in raw:
-        if not isinstance(name, str) or not name.isidentifier():
-            raise InputError(f"input name {_shown(name)} is not a valid name (an identifier)")
-        if name in FUNCTIONS:
-            raise NamingError(f"an input cannot be named `{name}`: that is a function")
+    raw = _input_values(check_inputs(inputs))
     names = check_wrt(wrt)
     wanted = list(raw) if names is None else names
     for name in wanted:

@@ -122,16 +122,14 @@ def _accumulate(totals: dict[str, Any], grads: dict[str, Any]) -> None:
 
 
 def _progress(total: int | None) -> tuple[Any, Any] | None:
-    """A progress bar on stderr (only when reading a file on a terminal)."""
+    """A progress bar of the bytes read, on stderr (the CLI asks for it when reading a file
+    with stderr a terminal and stdout not); the responses still go to stdout
+    (:func:`streams.progress`)."""
     if total is None:
         return None
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn
+    from rich.progress import BarColumn, DownloadColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    progress = Progress(
-        BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=Console(stderr=True),
-        transient=True,
-    )  # fmt: skip
-    task = progress.add_task("batch", total=total)
-    progress.start()
-    return progress, task
+    from .streams import progress
+
+    display = progress(BarColumn(), DownloadColumn(), TimeElapsedColumn(), TimeRemainingColumn())
+    return display, display.add_task("batch", total=total)

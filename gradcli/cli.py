@@ -1,14 +1,18 @@
 """The command line: options (:mod:`gradcli.options`) in, calls to ``api`` and ``present`` out.
 
 Imports of NumPy and the engine happen inside the commands, so ``gradcli --help`` starts
-fast. Every failure ends in :func:`_fail`: one line on stderr, the SPEC's exit code, and in
-``--json`` mode an error object on stdout. The streams themselves are guarded while a
-command runs (:class:`streams.guarded`): a stdout that cannot be written ends the command
-in :func:`_output_failed` (one line, exit 1); a stderr that cannot be written is ignored.
+fast. Every failure ends in :func:`_fail`: one line on stderr, the exit code of its kind
+(docs/json.md, "Exit codes and error kinds"), and in ``--json`` mode an error object on
+stdout. The streams themselves are guarded while a command runs (:class:`streams.guarded`):
+a stdout that cannot be written ends the command with one line and exit 1
+(:func:`streams.output_failed`); a stderr that cannot be written is ignored. How options,
+help and completion behave: docs/cli.md, "Options and arguments", "Help and completion".
 """
 
 from __future__ import annotations
 
+import re
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -63,16 +67,47 @@ class _Group(typer.core.TyperGroup):
         # an OutputError goes on: Group.main reports it
 
 
+class _Command(typer.core.TyperCommand):
+    """A command whose ``--help`` lists its options under headings: "Options", then each
+    option's ``rich_help_panel`` ("Limits"). Typer draws panels only in rich-formatted help,
+    which costs start-up time (see ``app``); this is the same grouping in click's plain
+    text (docs/cli.md, "Help and completion")."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {"Arguments": [], "Options": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                heading = "Arguments"
+            else:
+                heading = getattr(param, "rich_help_panel", None) or "Options"
+            sections.setdefault(heading, []).append(record)
+        for heading, records in sections.items():
+            if records:
+                with formatter.section(heading):
+                    formatter.write_dl(records)
+
+
 app = typer.Typer(
     cls=_Group,
     # plain help: rich-formatted help imports markdown and pygments (+100 ms per --help)
     rich_markup_mode=None,
     help=options.HELP,
-    add_completion=False,
+    # --install-completion, --show-completion (docs/cli.md, "Help and completion")
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _command(name: str, help: str, **settings: Any) -> Callable[[Any], Any]:
+    """``app.command`` with gradcli's help layout and the command's one-sentence summary."""
+    return app.command(
+        name, cls=_Command, help=help, short_help=options.SHORT_HELP[name], **settings
+    )
 
 
 def _version(value: bool) -> None:
@@ -93,7 +128,7 @@ def _main(
     """gradcli: values and gradients of tensor expressions."""
 
 
-@app.command("eval", help=options.EVAL_HELP, no_args_is_help=True)
+@_command("eval", options.EVAL_HELP, no_args_is_help=True)
 def eval_command(
     expr: options.ExprArg = None,
     values: options.ValuesArg = None,
@@ -111,7 +146,11 @@ def eval_command(
     full: options.FullOpt = False,
     save: Annotated[
         Path | None,
-        typer.Option("--save", metavar="FILE.npz", help="Write output and gradients (.npz)."),
+        typer.Option(
+            "--save",
+            metavar="FILE",
+            help="Write the result: .npz (output and gradients), .json or .npy (one array).",
+        ),
     ] = None,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
@@ -124,8 +163,10 @@ def eval_command(
         from .api import evaluate, request_id, request_kwargs
         from .errors import InputError
         from .inputs import read_stdin, read_value
-        from .io import arrays_to_save, dumps, parse_json_text, save_npz
+        from .io import arrays_to_save, check_save_path, dumps, parse_json_text, save_result
 
+        if save is not None:  # an unknown extension costs nothing (docs/cli.md, "Files")
+            check_save_path(str(save))
         if expr == "-" and file is None:
             if values:
                 raise InputError("`eval -` reads one JSON request from stdin: give no NAME=VALUE")
@@ -153,7 +194,7 @@ def eval_command(
             }
         result = evaluate(**kwargs, max_elements=max_elements, max_program_chars=max_program_chars)
         if save is not None:  # before printing: a failed save must not follow a success
-            save_npz(str(save), arrays_to_save(result))
+            save_result(str(save), result.to_json, arrays_to_save(result))
         present.print_warnings(result.warnings, present.make_console(stderr=True))
         if json_out:
             _print_line(dumps(result.to_json()))
@@ -161,7 +202,7 @@ def eval_command(
             present.print_result(result, present.make_console(), precision=precision, full=full)
 
 
-@app.command("batch", help=options.BATCH_HELP)
+@_command("batch", options.BATCH_HELP)
 def batch_command(
     source: Annotated[
         str, typer.Argument(metavar="[FILE|-]", help="NDJSON requests (default: stdin).")
@@ -174,7 +215,14 @@ def batch_command(
         ),
     ] = False,
     max_line_bytes: Annotated[
-        int, typer.Option("--max-line-bytes", min=1, help="Longest request line accepted.")
+        int,
+        typer.Option(
+            "--max-line-bytes",
+            min=1,
+            metavar="N",
+            rich_help_panel=options.LIMITS,
+            help="Longest request line accepted, in bytes.",
+        ),
     ] = 16 * 2**20,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
@@ -195,7 +243,7 @@ def batch_command(
             max_line_bytes=max_line_bytes,
             max_elements=max_elements,
             max_program_chars=max_program_chars,
-            progress_total=total if source != "-" and sys.stderr.isatty() else None,
+            progress_total=total if _batch_shows_progress() and source != "-" else None,
             debug=debug,
         )
         if failed:
@@ -264,18 +312,25 @@ def _print_warnings(warnings: list[str]) -> None:
         present.print_warnings(warnings, present.make_console(stderr=True))
 
 
-@app.command("check", help=options.CHECK_HELP, no_args_is_help=True)
+@_command("check", options.CHECK_HELP, no_args_is_help=True)
 def check_command(
     expr: options.ExprArg = None,
     values: options.ValuesArg = None,
     file: options.FileOpt = None,
     inputs: options.InputsOpt = None,
     wrt: options.WrtOpt = None,
-    eps: Annotated[float, typer.Option("--eps", help="Finite-difference step.")] = 1e-6,
-    rtol: Annotated[float, typer.Option("--rtol", help="Relative tolerance.")] = 1e-5,
-    atol: Annotated[float, typer.Option("--atol", help="Absolute tolerance.")] = 1e-8,
+    eps: Annotated[
+        float, typer.Option("--eps", metavar="EPS", help="Finite-difference step.")
+    ] = 1e-6,
+    rtol: Annotated[
+        float, typer.Option("--rtol", metavar="RTOL", help="Relative tolerance.")
+    ] = 1e-5,
+    atol: Annotated[
+        float, typer.Option("--atol", metavar="ATOL", help="Absolute tolerance.")
+    ] = 1e-8,
     order: Annotated[
-        int, typer.Option("--order", min=1, max=2, help="1: gradients, 2: the Hessian.")
+        int,
+        typer.Option("--order", min=1, max=2, metavar="1|2", help="1: gradients, 2: the Hessian."),
     ] = 1,
     dtype: options.DTypeOpt = options.DType.float64,
     seed: options.SeedOpt = 0,
@@ -299,7 +354,7 @@ def check_command(
             raise typer.Exit(1)
 
 
-@app.command("jacobian", help=options.JACOBIAN_HELP, no_args_is_help=True)
+@_command("jacobian", options.JACOBIAN_HELP, no_args_is_help=True)
 def jacobian_command(
     expr: options.ExprArg = None,
     values: options.ValuesArg = None,
@@ -330,7 +385,7 @@ def jacobian_command(
         )  # fmt: skip
 
 
-@app.command("hessian", help=options.HESSIAN_HELP, no_args_is_help=True)
+@_command("hessian", options.HESSIAN_HELP, no_args_is_help=True)
 def hessian_command(
     expr: options.ExprArg = None,
     values: options.ValuesArg = None,
@@ -360,7 +415,7 @@ def hessian_command(
         )  # fmt: skip
 
 
-@app.command("graph", help=options.GRAPH_HELP, no_args_is_help=True)
+@_command("graph", options.GRAPH_HELP, no_args_is_help=True)
 def graph_command(
     expr: options.ExprArg = None,
     values: options.ValuesArg = None,
@@ -392,20 +447,31 @@ def graph_command(
         )  # fmt: skip
 
 
-@app.command("optimize", help=options.OPTIMIZE_HELP, no_args_is_help=True)
+@_command("optimize", options.OPTIMIZE_HELP, no_args_is_help=True)
 def optimize_command(
     expr: options.ExprArg = None,
     values: options.ValuesArg = None,
     file: options.FileOpt = None,
     inputs: options.InputsOpt = None,
     wrt: options.WrtOpt = None,
-    steps: Annotated[int, typer.Option("--steps", min=0, help="Number of steps.")] = 100,
-    lr: Annotated[float, typer.Option("--lr", help="Learning rate.")] = 0.01,
+    steps: Annotated[
+        int, typer.Option("--steps", min=0, metavar="N", help="Most steps taken.")
+    ] = 100,
+    tol: Annotated[
+        float | None,
+        typer.Option(
+            "--tol",
+            metavar="TOL",
+            help="Stop once a step changes the loss by less than TOL.",
+        ),
+    ] = None,
+    lr: Annotated[float, typer.Option("--lr", metavar="LR", help="Learning rate.")] = 0.01,
     optimizer: Annotated[
         options.OptimizerName, typer.Option("--optimizer", help="sgd, momentum or adam.")
     ] = options.OptimizerName.sgd,
     momentum: Annotated[
-        float, typer.Option("--momentum", help="Momentum of the momentum optimizer.")
+        float,
+        typer.Option("--momentum", metavar="M", help="Momentum of the momentum optimizer."),
     ] = 0.9,
     clip_norm: options.ClipNormOpt = None,
     norm_type: options.NormTypeOpt = "2",
@@ -423,7 +489,13 @@ def optimize_command(
     full: options.FullOpt = False,
     max_history: Annotated[
         int,
-        typer.Option("--max-history", min=1, help="Most losses kept; more are evenly thinned."),
+        typer.Option(
+            "--max-history",
+            min=1,
+            metavar="N",
+            rich_help_panel=options.LIMITS,
+            help="Most losses kept; more are evenly thinned.",
+        ),
     ] = options.DEFAULT_MAX_HISTORY,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
@@ -434,37 +506,73 @@ def optimize_command(
     with _failures(json_out, debug):
         from . import present
 
-        with present.step_progress(steps) as on_step:
+        with _StopOnCtrlC() as ctrl_c, _StepProgress(steps) as on_step:
             result = _analyse(
                 "optimize", expr, values, file, inputs, wrt, dtype, seed, limits,
                 optimizer=optimizer.value, steps=steps, lr=lr, momentum=momentum,
                 clip_norm=clip_norm, norm_type=norm_type, clip_value=clip_value,
                 zero_grad=zero_grad, max_history=max_history, on_step=on_step,
+                tol=tol, stop=ctrl_c.requested,
             )  # fmt: skip
+        if ctrl_c.asked and not result.interrupted:  # after the last step: at once, as anywhere
+            _interrupted(signal.SIGINT, None)
+        if result.interrupted:
+            sys.stderr.write(f"interrupted after {result.steps_run} of {steps} steps\n")
         _emit(
             result, json_out,
             lambda console: present.print_optimization(
                 result, console, precision=precision, full=full
             ),
         )  # fmt: skip
+        if result.interrupted:  # the result so far is printed; the status says it is partial
+            raise typer.Exit(130)
 
 
-@app.command("functions", help=options.FUNCTIONS_HELP)
-def functions_command(json_out: options.JsonOpt = False) -> None:
-    from . import present
-    from .io import dumps
+def _function_names(incomplete: str) -> list[str]:
+    """Shell completion of ``functions NAME``: the language's function names (and aliases).
+    Only a completion request pays for loading the registry (docs/cli.md)."""
     from .language import FUNCTIONS
 
-    unique = list({id(f): f for f in FUNCTIONS.values()}.values())
-    if json_out:
-        rows = [
-            {"name": f.name, "aliases": list(f.aliases), "signature": f.signature,
-             "summary": f.summary, "derivative": f.derivative}
-            for f in unique
-        ]  # fmt: skip
-        _print_line(dumps(rows))
-        return
-    present.print_functions(unique, present.make_console())
+    return sorted(name for name in FUNCTIONS if name.startswith(incomplete))
+
+
+@_command("functions", options.FUNCTIONS_HELP)
+def functions_command(
+    names: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[NAME]...",
+            show_default=False,
+            autocompletion=_function_names,
+            help="Only these functions (a name or an alias); default: all.",
+        ),
+    ] = None,
+    json_out: options.JsonOpt = False,
+) -> None:
+    with _failures(json_out, False):
+        from . import present
+        from .errors import InputError
+        from .io import dumps
+        from .language import FUNCTIONS, suggest
+
+        if names:
+            unknown = [n for n in names if n not in FUNCTIONS]
+            if unknown:
+                name = unknown[0]
+                raise InputError(f"unknown function `{name}`{suggest(name, FUNCTIONS)}")
+            chosen = [FUNCTIONS[n] for n in names]
+        else:
+            chosen = list(FUNCTIONS.values())
+        unique = list({id(f): f for f in chosen}.values())  # an alias names its function
+        if json_out:
+            rows = [
+                {"name": f.name, "aliases": list(f.aliases), "signature": f.signature,
+                 "summary": f.summary, "derivative": f.derivative}
+                for f in unique
+            ]  # fmt: skip
+            _print_line(dumps(rows))
+            return
+        present.print_functions(unique, present.make_console())
 
 
 # --------------------------------------------------------------------------------------
@@ -477,7 +585,8 @@ class _State:
 
 
 class _failures:
-    """Context manager that turns any failure into SPEC's error output and exit code."""
+    """Context manager that turns any failure into an error's output and exit code
+    (docs/json.md, "Error", "Exit codes and error kinds")."""
 
     def __init__(self, json_out: bool, debug: bool) -> None:
         self.json_out = json_out
@@ -502,6 +611,81 @@ def _split_names(text: str | None) -> list[str] | None:
 def _print_line(text: str) -> None:
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
+
+
+def _batch_shows_progress() -> bool:
+    """batch's progress bar: on a terminal's stderr, and not when stdout is a terminal too,
+    where the responses themselves show the progress and a bar would be drawn among them
+    (docs/cli.md, "Streams")."""
+    return sys.stderr.isatty() and not sys.stdout.isatty()
+
+
+class _StepProgress:
+    """optimize's progress bar on stderr, on a terminal only: steps done, the loss, time
+    elapsed and time remaining. Nothing is written to stdout while it runs."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.display: Any = None
+
+    def __enter__(self) -> Callable[[int, float], None] | None:
+        if self.steps < 2 or not sys.stderr.isatty():
+            return None
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.display = streams.progress(
+            TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+        )  # fmt: skip
+        task = self.display.add_task("optimize", total=self.steps, loss="")
+        update = self.display.update
+
+        def on_step(step: int, loss: float) -> None:
+            update(task, completed=step, loss=f"{loss:.6g}")
+
+        return on_step
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.display is not None:
+            self.display.stop()
+
+
+class _StopOnCtrlC:
+    """While optimize's steps run, a first Ctrl-C asks it to stop after the step under way,
+    so that the result so far is printed (exit status 130); a second one, or one before the
+    steps begin (reading the inputs), ends the command at once, as Ctrl-C does everywhere
+    else (docs/cli.md, "optimize"). ``requested`` is what the steps ask before each one."""
+
+    def __init__(self) -> None:
+        self.asked = False
+        self.stepping = False  # the steps have begun: they will see a request
+        self.previous: Any = None
+
+    def requested(self) -> bool:
+        self.stepping = True
+        return self.asked
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        if self.asked or not self.stepping:
+            _interrupted(signum, frame)
+        self.asked = True
+
+    def __enter__(self) -> _StopOnCtrlC:
+        try:
+            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
+        except ValueError:  # not the main thread (gradcli called by a program): not ours
+            self.previous = None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
 
 
 def _fail(exc: BaseException, json_out: bool, request_id: Any, debug: bool) -> NoReturn:
@@ -532,11 +716,21 @@ def _fail(exc: BaseException, json_out: bool, request_id: Any, debug: bool) -> N
 # --------------------------------------------------------------------------------------
 
 
-def _expressions_as_arguments(args: list[str], group: Any = None) -> list[str]:
-    """Let an expression that begins with ``-`` (``"-x**2"``) be an argument, not an option.
+#: a word that can only be an option: ``--json``, ``--jsn``, ``--precission=3``
+_OPTION_WORD = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*(=.*)?\Z", re.DOTALL)
 
-    Options the command knows are kept (with their values); everything else is moved after
-    ``--``, where click reads it as a positional argument.
+
+def _expressions_as_arguments(args: list[str], group: Any = None) -> list[str]:
+    """Let an expression that begins with ``-`` (``"-x**2"``) be an argument, not an option,
+    and let an option typo be one (docs/cli.md, "Options and arguments").
+
+    Options the command knows are kept (with their values). The first positional argument
+    (EXPR) is the one place a ``-`` may begin something that is not an option: it is moved
+    after ``--``, where click reads it as an argument, unless it is an option word
+    (``--jsn``) that is not ``--`` and a name given a value (``--x`` with ``x=0`` is minus
+    minus x). Anywhere else a ``-`` begins an option (NAME=VALUE never does, and a
+    negative value is written ``x=-3``), so an unknown one stays where click reports it,
+    with the nearest options: "No such option: --jsn (Possible options: --json)".
     """
     i = next((k for k, a in enumerate(args) if not a.startswith("-")), None)
     if i is None:
@@ -547,12 +741,18 @@ def _expressions_as_arguments(args: list[str], group: Any = None) -> list[str]:
     if command is None:
         return args
     takes_value: dict[str, bool] = {"-h": False, "--help": False}
+    program_file: set[str] = set()  # -f FILE: then no argument is EXPR
     for p in command.params:  # duck-typed: typer may bundle its own click
         if getattr(p, "param_type_name", "") == "option":
             for opt in (*p.opts, *p.secondary_opts):
                 takes_value[opt] = not p.is_flag and not p.count
+            if p.name == "file":
+                program_file.update(p.opts)
     options: list[str] = []
     positional: list[str] = []
+    expr_next = True  # the next positional argument is EXPR
+    # names given values (x=0): `--x` before `x=0` is the expression minus minus x
+    bound = {a.split("=", 1)[0] for a in args[i + 1 :] if "=" in a and not a.startswith("-")}
     j = i + 1
     while j < len(args):
         a = args[j]
@@ -562,11 +762,19 @@ def _expressions_as_arguments(args: list[str], group: Any = None) -> list[str]:
         name = a.split("=", 1)[0] if a.startswith("--") else a
         if a.startswith("-") and name in takes_value:
             options.append(a)
+            expr_next = expr_next and name not in program_file
             if takes_value[name] and "=" not in a and j + 1 < len(args):
                 options.append(args[j + 1])
                 j += 1
+        elif (
+            a.startswith("-")
+            and a != "-"
+            and (not expr_next or (_OPTION_WORD.match(a) and a.lstrip("-") not in bound))
+        ):
+            options.append(a)  # an unknown option: click says so
         else:
             positional.append(a)
+            expr_next = False
         j += 1
     head = [*args[: i + 1], *options]
     return [*head, "--", *positional] if positional else head
@@ -576,9 +784,9 @@ def main(argv: list[str] | None = None) -> None:
     """The ``gradcli`` console script; ``main(argv)`` runs one command line in a process
     that goes on (and leaves the garbage collector as it found it)."""
     import gc
-    import signal
 
-    # click turns Ctrl-C into "Aborted!" with exit 1; SPEC wants 130 and no traceback.
+    # click turns Ctrl-C into "Aborted!" with exit 1; an interrupted command exits 130,
+    # without a traceback (docs/json.md, "Exit codes and error kinds").
     signal.signal(signal.SIGINT, _interrupted)
     # One command, then the process ends. Parse trees and graphs hold no reference
     # cycles, so reference counting frees them; the cyclic collector would only rescan

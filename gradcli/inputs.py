@@ -1,11 +1,12 @@
 """Reading a command's program and inputs from the command line, files and stdin.
 
-Here are EXPR or ``-f FILE``, the ``NAME=VALUE`` arguments, ``--inputs FILE|-``, the JSON
-request of ``eval -`` and the NDJSON stream of ``batch``; :mod:`gradcli.io` turns the text
-into values. This is a module of its own, not part of :mod:`gradcli.io`, because a VALUE may
-be a constant expression: reading one needs the evaluator (:mod:`gradcli.api`), which
-:mod:`gradcli.io` must not depend on. The CLI imports it inside its commands only, so
-``gradcli --help`` loads neither NumPy nor the engine.
+Here are EXPR or ``-f FILE|-``, the ``NAME=VALUE`` arguments (``x=@-`` among them),
+``--inputs FILE|-``, the JSON request of ``eval -`` and the NDJSON stream of ``batch``; of
+these, standard input is read by one at most (docs/cli.md, "Files"). :mod:`gradcli.io`
+turns the text into values. This is a module of its own, not part of :mod:`gradcli.io`,
+because a VALUE may be a constant expression: reading one needs the evaluator
+(:mod:`gradcli.api`), which :mod:`gradcli.io` must not depend on. The CLI imports it
+inside its commands only, so ``gradcli --help`` loads neither NumPy nor the engine.
 
 Every bad input is an :class:`~gradcli.errors.InputError`, and input over a limit a
 :class:`~gradcli.errors.LimitError`, whose messages name the flag that raises the limit.
@@ -13,6 +14,7 @@ Every bad input is an :class:`~gradcli.errors.InputError`, and input over a limi
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 from pathlib import Path
@@ -21,40 +23,74 @@ from typing import IO, Any
 from .api import constant_value
 from .errors import GradcliError, InputError, LimitError
 from .io import (
+    load_npz_inputs,
     parse_cli_value,
     parse_json_text,
     quote_short,
     read_at_most,
     read_file_text,
     read_inputs_object,
+    read_npz_arrays,
     shorten,
+    value_from_bytes,
 )
+from .options import DEFAULT_MAX_STDIN_BYTES
 
-__all__ = ["open_requests", "read_program_and_inputs", "read_stdin", "read_value"]
+__all__ = [
+    "open_requests",
+    "read_program_and_inputs",
+    "read_stdin",
+    "read_stdin_bytes",
+    "read_value",
+]
+
+#: The stdin this process has read, and what read it (``-f -``, ``--inputs -``, ``x=@-``,
+#: ``eval -``, ``batch``): standard input holds one document, so a second reader is an
+#: input error that names the first (docs/cli.md, "Files"). The stream is kept, not its
+#: id: typer's test runner gives each run a stdin of its own, and ids are reused.
+_stdin_reader: list[tuple[object, str]] = []
 
 
-def _stdin() -> IO[bytes]:
-    """Standard input as bytes. A closed one (``<&-``: Python's ``sys.stdin`` is None) is
-    an input error: the user asked for stdin and gave none."""
+def _stdin(what: str) -> IO[bytes]:
+    """Standard input as bytes, for ``what``. A closed one (``<&-``: Python's ``sys.stdin``
+    is None) is an input error: the user asked for stdin and gave none. So is a stdin that
+    something else of the same command line has read already."""
     if sys.stdin is None:
         raise InputError("standard input is closed: nothing to read")
+    for stream, reader in _stdin_reader:
+        if stream is sys.stdin:
+            raise InputError(
+                f"standard input is read once, and {reader} reads it: {what} cannot "
+                "read it too (give one of them a file)"
+            )
+    _stdin_reader[:] = [(sys.stdin, what)]
     return sys.stdin.buffer
 
 
-def read_stdin(max_bytes: int) -> str:
-    """All of standard input as text; more than ``max_bytes`` bytes is a LimitError."""
+def read_stdin_bytes(max_bytes: int, what: str = "eval -") -> bytes:
+    """All of standard input, for ``what``; more than ``max_bytes`` bytes is a LimitError."""
     try:
-        data = read_at_most(_stdin(), max_bytes)
+        data = read_at_most(_stdin(what), max_bytes)
     except OSError as e:  # e.g. fd 0 closed after start-up, or a directory
         raise InputError(f"cannot read standard input: {e.strerror or e}") from None
     if data is None:
         raise LimitError(
             f"standard input is longer than {max_bytes:,} bytes (raise it with --max-stdin-bytes)"
         )
+    return data
+
+
+def _utf8(data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(f"standard input is not UTF-8 text (byte {e.start})") from None
+
+
+def read_stdin(max_bytes: int, what: str = "eval -") -> str:
+    """All of standard input as text, for ``what``; more than ``max_bytes`` bytes is a
+    LimitError."""
+    return _utf8(read_stdin_bytes(max_bytes, what))
 
 
 def _read_program(
@@ -65,19 +101,26 @@ def _read_program(
     if file is not None:
         if expr is not None:
             args.insert(0, expr)
+        from_stdin = str(file) == "-"  # -f -: the program is standard input
+        shown = "standard input (-f -)" if from_stdin else str(file)
         try:
-            with file.open("rb") as f:  # a character is at most 4 bytes of UTF-8
-                data = read_at_most(f, 4 * max_chars)
+            # a character is at most 4 bytes of UTF-8
+            if from_stdin:
+                data = read_at_most(_stdin("-f -"), 4 * max_chars)
+            else:
+                with file.open("rb") as f:
+                    data = read_at_most(f, 4 * max_chars)
             if data is None:
                 raise LimitError(
-                    f"{file}: the program is longer than {max_chars:,} characters "
+                    f"{shown}: the program is longer than {max_chars:,} characters "
                     "(raise it with --max-program-chars)"
                 )
             return data.decode("utf-8-sig"), args  # an editor's byte-order mark is no name
         except UnicodeDecodeError as e:
-            raise InputError(f"{file}: not UTF-8 text (byte {e.start})") from None
+            raise InputError(f"{shown}: not UTF-8 text (byte {e.start})") from None
         except OSError as e:
-            raise InputError(f"cannot read the program file {file}: {e.strerror or e}") from None
+            what = "standard input" if from_stdin else f"the program file {file}"
+            raise InputError(f"cannot read {what}: {e.strerror or e}") from None
     if expr is None:
         raise InputError("missing EXPR (or -f FILE)")
     return expr, args
@@ -87,7 +130,7 @@ def open_requests(source: str) -> tuple[IO[bytes], int | None]:
     """The request stream of ``batch FILE|-`` and its size in bytes (None for stdin, or
     when the size cannot be known)."""
     if source == "-":
-        return _stdin(), None
+        return _stdin("batch"), None
     try:
         stream = open(source, "rb")  # noqa: SIM115 - closed when the process ends
     except OSError as e:
@@ -99,9 +142,24 @@ def open_requests(source: str) -> tuple[IO[bytes], int | None]:
 
 
 def read_value(
-    text: str, name: str, *, dtype: str, seed: int, max_elements: int, max_program_chars: int
+    text: str,
+    name: str,
+    *,
+    dtype: str,
+    seed: int,
+    max_elements: int,
+    max_program_chars: int,
+    max_stdin_bytes: int = DEFAULT_MAX_STDIN_BYTES,
 ) -> Any:
-    """A VALUE of the command line: JSON, @file, or a constant expression."""
+    """A VALUE of the command line: JSON, @file, @- (standard input, ``@-:KEY`` for an
+    array of an ``.npz`` on stdin; docs/cli.md, "Files"), or a constant expression."""
+    at = text.strip()
+    if at == "@-" or at.startswith("@-:"):
+        key = at[3:] if at.startswith("@-:") else None
+        if key == "":
+            raise InputError(f"{name}: no array name after '@-:'")
+        data = read_stdin_bytes(max_stdin_bytes, f"{shorten(name)}=@-")
+        return value_from_bytes(data, name=name, key=key, dtype=dtype, max_elements=max_elements)
     value = parse_cli_value(text, name=name, dtype=dtype, max_elements=max_elements)
     if value is not None:
         return value
@@ -122,6 +180,34 @@ def read_value(
         ) from None
 
 
+def _read_inputs_file(
+    inputs_file: str, *, dtype: str, max_elements: int, max_stdin_bytes: int
+) -> dict[str, Any]:
+    """The values of ``--inputs FILE|-``: a JSON object of name -> value, or an ``.npz``
+    archive, every array by its key (docs/cli.md, "Files"). On stdin (``-``), an archive is
+    told by its first bytes."""
+    if inputs_file == "-":
+        data = read_stdin_bytes(max_stdin_bytes, "--inputs -")
+        if data.startswith(b"PK"):  # a zip archive: an .npz
+            return read_npz_arrays(
+                io.BytesIO(data),
+                where="--inputs - (standard input)",
+                dtype=dtype,
+                max_elements=max_elements,
+            )
+        text = _utf8(data)
+    elif inputs_file.lower().endswith(".npz"):
+        return load_npz_inputs(inputs_file, dtype=dtype, max_elements=max_elements)
+    else:
+        text = read_file_text(
+            inputs_file,
+            what=f"--inputs file {quote_short(inputs_file, 200)}",
+            max_elements=max_elements,
+        )
+    obj = parse_json_text(text, what=f"--inputs {shorten(inputs_file, 200)}")
+    return read_inputs_object(obj, dtype=dtype, max_elements=max_elements)
+
+
 def _read_inputs(
     args: list[str],
     inputs_file: str | None,
@@ -136,16 +222,11 @@ def _read_inputs(
     error, even across the two."""
     values: dict[str, Any] = {}
     if inputs_file is not None:
-        if inputs_file == "-":
-            text = read_stdin(max_stdin_bytes)
-        else:
-            text = read_file_text(
-                inputs_file,
-                what=f"--inputs file {quote_short(inputs_file, 200)}",
-                max_elements=max_elements,
+        values.update(
+            _read_inputs_file(
+                inputs_file, dtype=dtype, max_elements=max_elements, max_stdin_bytes=max_stdin_bytes
             )
-        obj = parse_json_text(text, what=f"--inputs {shorten(inputs_file, 200)}")
-        values.update(read_inputs_object(obj, dtype=dtype, max_elements=max_elements))
+        )
     for arg in args:
         name, sep, text = arg.partition("=")
         name = name.strip()
@@ -162,6 +243,7 @@ def _read_inputs(
             seed=seed,
             max_elements=max_elements,
             max_program_chars=max_program_chars,
+            max_stdin_bytes=max_stdin_bytes,
         )
     return values
 

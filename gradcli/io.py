@@ -1,4 +1,4 @@
-"""Values in and out: JSON documents, command-line values, files (SPEC §2 "VALUE", "JSON").
+"""Values in and out: JSON documents, command-line values, files (docs/cli.md, "Files").
 
 Everything a user hands gradcli as a number passes through here, and every bad value becomes
 an :class:`~gradcli.errors.InputError` whose message names the input and the cause. Output
@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import codecs
 import errno
+import io
 import json
 import math
 import os
 import re
 import stat
 import zipfile
-from collections.abc import Sequence
+import zlib
+from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any
 
 import numpy as np
@@ -31,12 +33,15 @@ __all__ = [
     "FILE_BYTES_PER_ELEMENT",
     "FILE_BYTES_SLACK",
     "MAX_DIMS",
+    "SAVE_EXTENSIONS",
     "SUPPORTED_EXTENSIONS",
     "DTypeArg",
     "arrays_to_save",
+    "check_save_path",
     "dumps",
     "json_array",
     "load_file_value",
+    "load_npz_inputs",
     "max_file_bytes",
     "parse_cli_value",
     "parse_json_text",
@@ -45,16 +50,23 @@ __all__ = [
     "read_file_text",
     "read_inputs_object",
     "read_npy",
+    "read_npz_arrays",
     "save_npz",
+    "save_result",
     "shorten",
+    "value_from_bytes",
     "value_from_json",
 ]
 
 #: NumPy's own limit on the number of dimensions; deeper JSON nesting is refused.
 MAX_DIMS = 64
 
-#: File extensions ``@path`` understands (compared case-insensitively).
-SUPPORTED_EXTENSIONS = (".npy", ".json", ".csv", ".txt")
+#: File extensions ``@path`` understands (compared case-insensitively); an ``.npz`` path may
+#: name one of its arrays: ``@grads.npz:grad_a`` (docs/cli.md, "Files").
+SUPPORTED_EXTENSIONS = (".npy", ".npz", ".json", ".csv", ".tsv", ".txt")
+
+#: The formats ``--save`` writes, chosen by the file's extension (docs/cli.md, "Files").
+SAVE_EXTENSIONS = (".npz", ".json", ".npy")
 
 #: How many bytes of a ``.json``/``.csv``/``.txt`` file (``@path``, ``--inputs FILE``) are
 #: read per element of ``--max-elements``: a float64 written in full takes at most 24
@@ -560,12 +572,7 @@ def read_file_text(path: str, *, what: str, max_elements: int | None, prefix: st
     if why is not None:
         raise InputError(f"{prefix}{what} {why}")
     if text is None:
-        elements = _DEFAULT_MAX_ELEMENTS if max_elements is None else max_elements
-        raise LimitError(
-            f"{prefix}{what} is longer than {limit:,} bytes, the most read for --max-elements "
-            f"{elements:,} ({FILE_BYTES_PER_ELEMENT} bytes a number); raise --max-elements "
-            "to read it"
-        )
+        raise _too_long(prefix, what, limit, max_elements)
     return text
 
 
@@ -625,76 +632,350 @@ def read_npy(
     return arr
 
 
-def _load_npy(
-    path: str, shown: str, name: str, dt: np.dtype[Any], max_elements: int | None
-) -> np.ndarray:
+def _too_long(prefix: str, what: str, limit: int, max_elements: int | None) -> LimitError:
+    elements = _DEFAULT_MAX_ELEMENTS if max_elements is None else max_elements
+    return LimitError(
+        f"{prefix}{what} is longer than {limit:,} bytes, the most read for --max-elements "
+        f"{elements:,} ({FILE_BYTES_PER_ELEMENT} bytes a number); raise --max-elements "
+        "to read it"
+    )
+
+
+def _binary_file(
+    path: str, *, what: str, prefix: str, max_elements: int | None
+) -> tuple[IO[bytes], int]:
+    """An ``.npy``/``.npz`` file open for reading, seekable, and its size in bytes.
+
+    A regular file is read where it lies. A device or a pipe (``<(...)``, ``/dev/stdin``)
+    can neither seek nor tell its size: at most :func:`max_file_bytes` of it is read into
+    memory, and more is a :class:`LimitError` (docs/cli.md, "Files"). OSError goes on to the
+    caller.
+    """
+    f = open(path, "rb")  # noqa: SIM115 - returned open, or closed below
     try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            size = st.st_size if stat.S_ISREG(st.st_mode) else None
-            arr = read_npy(f, size=size, name=name, shown=shown, max_elements=max_elements)
-    except OSError as e:
-        raise InputError(f"{name}: cannot read file {shown}: {_os_cause(e)}") from None
+        st = os.fstat(f.fileno())
+        if stat.S_ISREG(st.st_mode):
+            return f, st.st_size
+        limit = max_file_bytes(max_elements)
+        data = read_at_most(f, limit)
+    except BaseException:
+        f.close()
+        raise
+    f.close()
+    if data is None:
+        raise _too_long(prefix, what, limit, max_elements)
+    return io.BytesIO(data), len(data)
+
+
+def _as_dtype(arr: np.ndarray, dt: np.dtype[Any]) -> np.ndarray:
     with np.errstate(over="ignore"):
         return np.asarray(arr, dtype=dt, order="C")
 
 
-def _csv_cells(line: str) -> list[str] | None:
-    """The cells of one line (commas and/or whitespace separate), or None for an empty cell."""
-    if "," not in line:
-        return line.split()
-    cells: list[str] = []
-    for field in line.split(","):
-        parts = field.split()
-        if not parts:
-            return None
-        cells.extend(parts)
-    return cells
+def _load_npy(
+    path: str, shown: str, name: str, dt: np.dtype[Any], max_elements: int | None
+) -> np.ndarray:
+    try:
+        f, size = _binary_file(
+            path, what=f"file {shown}", prefix=f"{name}: ", max_elements=max_elements
+        )
+        with f:
+            arr = read_npy(f, size=size, name=name, shown=shown, max_elements=max_elements)
+    except OSError as e:
+        raise InputError(f"{name}: cannot read file {shown}: {_os_cause(e)}") from None
+    return _as_dtype(arr, dt)
+
+
+# ----------------------------------------------------------------------- .npz archives
+
+#: ``PATH.npz:KEY`` names one array of an archive (``@grads.npz:grad_a``): the first
+#: ``.npz:`` splits, so a key may hold ``:`` and a Windows drive letter is no key.
+_NPZ_KEY = re.compile(r"(.*?\.npz):(.*)", re.IGNORECASE | re.DOTALL)
+
+#: The first bytes of a .npy file and of a zip archive (an .npz): how ``@-`` tells them.
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = b"PK"
+
+
+def _keys_text(keys: Any, most: int = 20) -> str:
+    """The keys of an archive for a message: ``"output", "grad_a"``, at most ``most``."""
+    keys = list(keys)
+    text = ", ".join(_short(k) for k in keys[:most])
+    if len(keys) > most:
+        text += f" and {len(keys) - most} more"
+    return text
+
+
+def _open_zip(f: IO[bytes], prefix: str, where: str) -> zipfile.ZipFile:
+    try:
+        return zipfile.ZipFile(f)
+    except zipfile.BadZipFile:
+        raise InputError(f"{prefix}cannot read {where} as .npz: it is not a zip archive") from None
+    except (zipfile.LargeZipFile, ValueError, EOFError, NotImplementedError) as e:
+        raise InputError(f"{prefix}cannot read {where} as .npz: {e}") from None
+
+
+def _npz_members(zf: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
+    """An archive's arrays by key: its ``KEY.npy`` members, named as ``np.load`` names them
+    (other members are not arrays, and are left alone)."""
+    return {info.filename[:-4]: info for info in zf.infolist() if info.filename.endswith(".npy")}
+
+
+def _npz_member(
+    zf: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    *,
+    key: str,
+    where: str,
+    name: str,
+    max_elements: int | None,
+) -> np.ndarray:
+    """One array of an archive, read as a ``.npy`` stream: the header is checked against
+    ``max_elements`` and the member's declared size before any data is read."""
+    shown = f"{where}, array {_short(key)}"
+    try:
+        with zf.open(info) as member:
+            return read_npy(
+                member, size=info.file_size, name=name, shown=shown, max_elements=max_elements
+            )
+    except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as e:
+        # a bad CRC or deflate stream, an unknown compression method, an encrypted member
+        raise InputError(f"{name}: cannot read {shown}: {e}") from None
+
+
+def _npz_value(
+    f: IO[bytes],
+    *,
+    where: str,
+    at: str,
+    name: str,
+    key: str | None,
+    dt: np.dtype[Any],
+    max_elements: int | None,
+) -> np.ndarray:
+    """The array ``key`` of the archive ``f`` or, with no key, its only array. ``at`` is how
+    the user names the archive (``@grads.npz``), for the hint of a message."""
+    with _open_zip(f, f"{name}: ", where) as zf:
+        members = _npz_members(zf)
+        if key is None:
+            if not members:
+                raise InputError(f"{name}: {where} holds no arrays")
+            if len(members) > 1:
+                raise InputError(
+                    f"{name}: {where} holds {len(members)} arrays ({_keys_text(members)}); "
+                    f"name one as {name}={shorten(at, 200)}:KEY"
+                )
+            key = next(iter(members))
+        elif key not in members:
+            holds = f"it holds {_keys_text(members)}" if members else "it holds no arrays"
+            raise InputError(f"{name}: {where} has no array {_short(key)}; {holds}")
+        arr = _npz_member(
+            zf, members[key], key=key, where=where, name=name, max_elements=max_elements
+        )
+    return _as_dtype(arr, dt)
+
+
+def read_npz_arrays(
+    f: IO[bytes],
+    *,
+    where: str,
+    dtype: DTypeArg = "float64",
+    max_elements: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Every array of the ``.npz`` archive ``f`` (seekable) by key, as ``--inputs FILE.npz``
+    reads them (docs/cli.md, "Files"). Each is read as :func:`read_npy` reads one, with
+    ``allow_pickle=False`` and its header checked against ``max_elements``. ``where`` names
+    the archive in messages (``--inputs file "in.npz"``)."""
+    dt = _float_dtype(dtype)
+    out: dict[str, np.ndarray] = {}
+    with _open_zip(f, "", where) as zf:
+        for key, info in _npz_members(zf).items():
+            arr = _npz_member(zf, info, key=key, where=where, name=key, max_elements=max_elements)
+            out[key] = _as_dtype(arr, dt)
+    return out
+
+
+def load_npz_inputs(
+    path: str, *, dtype: DTypeArg = "float64", max_elements: int | None = None
+) -> dict[str, np.ndarray]:
+    """The inputs of ``--inputs FILE.npz``: every array of the archive, by its key."""
+    what = f"--inputs file {_short(path, 200)}"
+    try:
+        f, _size = _binary_file(
+            os.path.expanduser(path), what=what, prefix="", max_elements=max_elements
+        )
+        with f:
+            return read_npz_arrays(f, where=what, dtype=dtype, max_elements=max_elements)
+    except OSError as e:
+        raise InputError(f"cannot read {what}: {_os_cause(e)}") from None
+
+
+# ----------------------------------------------------------------------- CSV and text
+
+#: Cell separators of a CSV/text file, sniffed in this order in its first row (outside
+#: quotes); a row with none of them is split at whitespace (docs/cli.md, "Files").
+_DELIMITERS = (",", ";", "\t")
+
+_QUOTED = re.compile(r'"[^"]*"')
+#: ``#`` outside quotes starts a comment that runs to the end of the row.
+_COMMENT = re.compile(r'("[^"]*")|#.*', re.DOTALL)
+
+
+def _sniff_delimiter(row: str) -> str | None:
+    bare = _QUOTED.sub("", row)
+    return next((d for d in _DELIMITERS if d in bare), None)
+
+
+class _RowForm:
+    """How the rows of a file with delimiter ``delim`` (None: whitespace) are put in the
+    form np.loadtxt reads: whitespace around a delimiter is dropped, and whitespace between
+    two numbers separates them as a delimiter does (``1,2 3`` is three numbers, as it always
+    was), so that only the delimiter itself can leave an empty cell (``1,,2``). Quoted
+    cells are kept whole, for np.loadtxt to unquote."""
+
+    def __init__(self, delim: str | None) -> None:
+        self.delim = delim
+        space = r"[^\S\t]" if delim == "\t" else r"\s"  # in a TSV, a tab is no whitespace
+        self.ends = re.compile(rf"^{space}+|{space}+$")
+        sep = f"{space}*{re.escape(delim)}{space}*|" if delim else ""
+        self.inner = re.compile(rf'("[^"]*")|{sep}{space}+')
+        self.join = delim or " "
+
+    def __call__(self, row: str) -> str:
+        row = self.ends.sub("", row)
+        return self.inner.sub(lambda m: m.group(1) or self.join, row)
+
+    def cells(self, row: str) -> list[str]:
+        """The cells of a row in this form, unquoted (NumPy splits them)."""
+        return list(
+            np.loadtxt(
+                [row], dtype=str, delimiter=self.delim, comments=None, quotechar='"', ndmin=1
+            )
+        )
+
+
+def _is_number(cell: str) -> bool:
+    """Whether np.loadtxt reads ``cell`` as a number (it refuses ``1_000`` and ``0x10``,
+    which Python's float() and NumPy's casts differ on)."""
+    if not cell.strip():
+        return False
+    try:
+        np.loadtxt([cell], dtype=np.float64, delimiter="\0", comments=None, quotechar=None)
+    except ValueError:
+        return False
+    return True
+
+
+def _loadtxt(rows: list[str], form: _RowForm, max_rows: int | None) -> np.ndarray:
+    return np.loadtxt(
+        rows,
+        dtype=np.float64,
+        delimiter=form.delim,
+        comments=None,
+        quotechar='"',
+        ndmin=2,
+        max_rows=max_rows,
+    )
+
+
+def _csv_error(
+    rows: list[str],
+    linenos: list[int],
+    form: _RowForm,
+    ncols: int,
+    name: str,
+    where: str,
+    cause: str,
+) -> InputError:
+    """The error of the first row np.loadtxt refuses, with its line and cell. NumPy's own
+    message counts rows in a way that has changed between versions, so the row is found
+    again by bisection: ``log2(rows)`` more reads, on the error path only."""
+    ok, bad = 0, len(rows)  # rows[:ok] are read, rows[:bad] are not
+    while bad - ok > 1:
+        mid = (ok + bad) // 2
+        try:
+            _loadtxt(rows[:mid], form, None)
+        except ValueError:
+            bad = mid
+        else:
+            ok = mid
+    row, lineno = rows[bad - 1], linenos[bad - 1]
+    cells = form.cells(row)
+    for col, cell in enumerate(cells, start=1):
+        if not cell.strip():
+            return InputError(f"{name}: {where}, line {lineno}, cell {col}: empty cell")
+        if not _is_number(cell):
+            return InputError(
+                f"{name}: {where}, line {lineno}, cell {col}: {_short(cell)} is not a number"
+            )
+    if len(cells) != ncols:
+        return InputError(
+            f"{name}: {where}, line {lineno} has {len(cells)} numbers but the first row has {ncols}"
+        )
+    return InputError(f"{name}: {where}, line {lineno}: {cause}")  # pragma: no cover
+
+
+def _too_many(name: str, where: str, max_elements: int) -> LimitError:
+    return LimitError(
+        f"{name}: {where} has more than {max_elements:,} numbers (raise it with --max-elements)"
+    )
+
+
+def _csv_value(
+    text: str, *, name: str, where: str, dt: np.dtype[Any], max_elements: int | None
+) -> np.ndarray:
+    """The numbers of a CSV/text document, read by np.loadtxt (docs/cli.md, "Files").
+
+    Rows end only at ``\\n``, ``\\r\\n`` and ``\\r`` (never at a form feed or U+2028 inside a
+    row); blank rows and ``#`` comments are skipped; the delimiter is sniffed from the first
+    row (``,`` ``;`` tab, else whitespace); quoted cells are unquoted; a first row with no
+    number in it is a header, and is skipped. Shapes as np.loadtxt gives them: one number
+    → ``()``, one row or one column → 1-D, otherwise 2-D, no rows → ``(0,)``. At most
+    ``max_elements // columns + 1`` rows are converted: more is a :class:`LimitError`.
+    """
+    rows: list[str] = []
+    linenos: list[int] = []
+    comments = "#" in text
+    for lineno, raw in enumerate(_ROW_END.split(text), start=1):
+        if comments and "#" in raw:
+            raw = _COMMENT.sub(lambda m: m.group(1) or "", raw)
+        if raw and not raw.isspace():
+            rows.append(raw)
+            linenos.append(lineno)
+    if not rows:
+        return np.zeros((0,), dtype=dt)
+    form = _RowForm(_sniff_delimiter(rows[0]))
+    if not any(_is_number(cell) for cell in form.cells(form(rows[0]))):
+        del rows[0], linenos[0]  # a header row (names), as genfromtxt(names=True) skips it
+        if not rows:
+            return np.zeros((0,), dtype=dt)
+    ncols = len(form.cells(form(rows[0])))
+    max_rows = None
+    if max_elements is not None:
+        if ncols > max_elements:
+            raise _too_many(name, where, max_elements)
+        max_rows = max_elements // ncols + 1  # one row over the limit tells it is over
+        del rows[max_rows:], linenos[max_rows:]
+    try:
+        # Rows as they are first: np.loadtxt strips the whitespace around a number itself.
+        arr = _loadtxt(rows, form, max_rows)
+    except ValueError:
+        # Only whitespace inside a cell ("2 3", "2\f3") needs the rows' normal form.
+        rows = [form(row) for row in rows]
+        try:
+            arr = _loadtxt(rows, form, max_rows)
+        except ValueError as e:
+            raise _csv_error(rows, linenos, form, ncols, name, where, str(e)) from None
+    if max_elements is not None and arr.size > max_elements:
+        raise _too_many(name, where, max_elements)
+    return _as_dtype(np.squeeze(arr), dt)
 
 
 def _load_csv(
     path: str, shown: str, name: str, dt: np.dtype[Any], max_elements: int | None
 ) -> np.ndarray:
     text = _read_text(path, shown, name, max_elements)
-    rows: list[list[float]] = []
-    total = 0
-    for lineno, raw in enumerate(_ROW_END.split(text), start=1):
-        line = raw.split("#", 1)[0]  # '#' starts a comment, as in np.loadtxt
-        if not line.strip():
-            continue
-        cells = _csv_cells(line)
-        if cells is None:
-            raise InputError(f"{name}: file {shown}, line {lineno}: empty cell")
-        row: list[float] = []
-        for col, cell in enumerate(cells, start=1):
-            try:
-                x = float(cell)  # also takes nan, inf, -inf, infinity in any case
-            except ValueError:
-                raise InputError(
-                    f"{name}: file {shown}, line {lineno}, cell {col}: "
-                    f"{_short(cell)} is not a number"
-                ) from None
-            row.append(x)
-        if rows and len(row) != len(rows[0]):
-            raise InputError(
-                f"{name}: file {shown}, line {lineno} has {len(row)} numbers "
-                f"but the first row has {len(rows[0])}"
-            )
-        total += len(row)
-        if max_elements is not None and total > max_elements:
-            raise LimitError(
-                f"{name}: file {shown} has more than {max_elements:,} numbers "
-                "(raise it with --max-elements)"
-            )
-        rows.append(row)
-    if not rows:
-        return np.zeros((0,), dtype=dt)
-    # Shapes as np.loadtxt gives them: one number -> (), one row or one column -> 1-D.
-    arr = np.array(rows, dtype=np.float64)
-    if arr.shape[0] == 1 or arr.shape[1] == 1:
-        arr = arr.reshape(-1) if arr.size != 1 else arr.reshape(())
-    with np.errstate(over="ignore"):
-        return np.asarray(arr, dtype=dt, order="C")
+    return _csv_value(text, name=name, where=f"file {shown}", dt=dt, max_elements=max_elements)
 
 
 def load_file_value(
@@ -704,15 +985,21 @@ def load_file_value(
     dtype: DTypeArg = "float64",
     max_elements: int | None = None,
 ) -> np.ndarray:
-    """The value in a ``.npy``, ``.json``, or ``.csv``/``.txt`` file (the ``@path`` of VALUE).
+    """The value in a ``.npy``, ``.npz``, ``.json``, or ``.csv``/``.tsv``/``.txt`` file (the
+    ``@path`` of VALUE; docs/cli.md, "Files").
 
-    ``~`` is expanded. CSV/text: numbers separated by commas and/or whitespace, one row a
-    line, blank lines and ``#`` comments ignored; shapes as ``np.loadtxt`` gives them (one
-    number → ``()``, one row or one column → 1-D, otherwise 2-D, no rows → ``(0,)``).
+    ``~`` is expanded. ``.npz``: ``PATH.npz:KEY`` is the array ``KEY``; without a key, an
+    archive of exactly one array. CSV/text: as :func:`_csv_value` reads it.
     """
     dt = _float_dtype(dtype)
     if not path:
         raise InputError(f"{name}: no file name after '@'")
+    key = None
+    m = _NPZ_KEY.fullmatch(path)
+    if m is not None:
+        path, key = m.group(1), m.group(2)
+        if not key:
+            raise InputError(f"{name}: no array name after {_short(path + ':', 200)}")
     shown = _short(path, 200)
     full = os.path.expanduser(path)
     ext = os.path.splitext(full)[1].lower()
@@ -723,14 +1010,91 @@ def load_file_value(
         )
     if ext == ".npy":
         return _load_npy(full, shown, name, dt, max_elements)
+    if ext == ".npz":
+        where = f"file {shown}"
+        try:
+            f, _size = _binary_file(full, what=where, prefix=f"{name}: ", max_elements=max_elements)
+            with f:
+                return _npz_value(
+                    f,
+                    where=where,
+                    at=f"@{path}",
+                    name=name,
+                    key=key,
+                    dt=dt,
+                    max_elements=max_elements,
+                )
+        except OSError as e:
+            raise InputError(f"{name}: cannot read file {shown}: {_os_cause(e)}") from None
     if ext == ".json":
         text = _read_text(full, shown, name, max_elements)
-        obj = parse_json_text(text, what=f"{name}: file {shown}")
-        try:
-            return value_from_json(obj, name=name, dtype=dt, max_elements=max_elements)
-        except InputError as e:
-            raise InputError(f"{e.message} (in file {shown})") from None
+        return _json_file_value(
+            text, where=f"file {shown}", name=name, dt=dt, max_elements=max_elements
+        )
     return _load_csv(full, shown, name, dt, max_elements)
+
+
+def _json_file_value(
+    text: str, *, where: str, name: str, dt: np.dtype[Any], max_elements: int | None
+) -> np.ndarray:
+    obj = parse_json_text(text, what=f"{name}: {where}")
+    try:
+        return value_from_json(obj, name=name, dtype=dt, max_elements=max_elements)
+    except InputError as e:
+        raise InputError(f"{e.message} (in {where})") from None
+
+
+def value_from_bytes(
+    data: bytes,
+    *,
+    name: str,
+    where: str = "standard input",
+    at: str = "@-",
+    key: str | None = None,
+    dtype: DTypeArg = "float64",
+    max_elements: int | None = None,
+) -> np.ndarray:
+    """A value from bytes that have no file name, ``x=@-`` (docs/cli.md, "Files"): the
+    format is told by the content. ``.npy`` and ``.npz`` by their first bytes (``key``
+    names an archive's array, as ``@-:KEY``); UTF-8 text whose first character is ``[`` or
+    ``{`` is JSON; any other text is CSV, read as a ``.csv`` file is (a bare number, or
+    ``"nan"``, reads the same either way)."""
+    dt = _float_dtype(dtype)
+    if key is not None and not data.startswith(_ZIP_MAGIC):
+        raise InputError(
+            f"{name}: {at}:{shorten(key)} names an array of an .npz archive, but {where} is not one"
+        )
+    if data.startswith(_NPY_MAGIC):
+        arr = read_npy(
+            io.BytesIO(data), size=len(data), name=name, shown=where, max_elements=max_elements
+        )
+        return _as_dtype(arr, dt)
+    if data.startswith(_ZIP_MAGIC):
+        return _npz_value(
+            io.BytesIO(data),
+            where=where,
+            at=at,
+            name=name,
+            key=key,
+            dt=dt,
+            max_elements=max_elements,
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(
+            f"{name}: {where} is not UTF-8 text (byte {e.start}: {e.reason})"
+        ) from None
+    if "\0" in text:
+        raise InputError(f"{name}: {where} is not text (a NUL byte)")
+    if not text.strip():
+        raise InputError(f"{name}: {where} is empty: no value to read")
+    if text.lstrip()[:1] in ("[", "{"):
+        return _json_file_value(text, where=where, name=name, dt=dt, max_elements=max_elements)
+    return _csv_value(text, name=name, where=where, dt=dt, max_elements=max_elements)
+
+
+# ----------------------------------------------------------------------- saving
 
 
 def arrays_to_save(result: Any) -> dict[str, Any]:
@@ -746,24 +1110,81 @@ def arrays_to_save(result: Any) -> dict[str, Any]:
     return arrays
 
 
+def check_save_path(path: str) -> str:
+    """The format ``--save PATH`` writes, told by PATH's extension (any case): ``".npz"``,
+    ``".json"`` or ``".npy"`` (docs/cli.md, "Files"). Any other extension, or none, is an
+    :class:`InputError`: the CLI calls this before any work, so that a typo costs nothing."""
+    ext = os.path.splitext(path)[1].lower()
+    if ext in SAVE_EXTENSIONS:
+        return ext
+    kind = f"unknown file type {_short(ext)}" if ext else "the file name has no extension"
+    raise InputError(
+        f"--save {_short(path, 200)}: {kind}; the extension chooses the format: "
+        ".npz (every array), .json (the --json response) or .npy (one array)"
+    )
+
+
+def save_result(
+    path: str,
+    response: Mapping[str, Any] | Callable[[], Mapping[str, Any]],
+    arrays: Mapping[str, Any],
+) -> None:
+    """``--save PATH``: write a command's result in the format PATH's extension chooses
+    (:func:`check_save_path`; docs/cli.md, "Files").
+
+    ``.npz``: ``arrays``, one entry each (:func:`save_npz`). ``.json``: ``response``, the
+    object ``--json`` prints, written as ``--json`` writes it (one line of strict JSON);
+    it may be given as a function that makes it, so that other formats never build it.
+    ``.npy``: the one array of ``arrays``; more than one is an :class:`InputError` that
+    names them. Every format replaces ``path`` atomically (:class:`ReplacedFile`).
+    """
+    ext = check_save_path(path)
+    if ext == ".npz":
+        save_npz(path, dict(arrays))
+    elif ext == ".json":
+        doc = response() if callable(response) else response
+        data = (dumps(doc) + "\n").encode("utf-8")
+        _write_replaced(path, lambda f: f.write(data))
+    else:
+        if len(arrays) != 1:
+            raise InputError(
+                f"--save {_short(path, 200)}: a .npy file holds one array, and this result "
+                f"has {len(arrays)} ({_keys_text(arrays)}); save to .npz to keep them all"
+            )
+        (arr,) = arrays.values()
+        _write_replaced(
+            path,
+            lambda f: np.lib.format.write_array(f, np.asanyarray(arr), allow_pickle=False),
+        )
+
+
+def _write_replaced(path: str, write: Callable[[IO[bytes]], Any]) -> None:
+    """``write(f)`` into a :class:`ReplacedFile` of ``path``; a failure to write is an
+    :class:`InputError` that names the file."""
+    try:
+        with ReplacedFile(path) as f:
+            write(f)
+    except OSError as e:
+        raise InputError(f"cannot write {_short(path, 200)}: {_os_cause(e)}") from None
+
+
 def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:
     """Write ``arrays`` to ``path`` as an ``.npz`` archive, one entry per key.
 
     Unlike ``np.savez(path, **arrays)`` this writes exactly to ``path`` (no ``.npz`` appended)
     and any key works, even ``"file"`` or ``"allow_pickle"`` that would clash with savez's
-    own parameters. Reading back: ``np.load(path)[key]``. The file is replaced atomically
-    (:class:`ReplacedFile`): a failure or a kill leaves the old file as it was.
+    own parameters. Reading back: ``np.load(path)[key]``, or ``x=@path:key``. The file is
+    replaced atomically (:class:`ReplacedFile`): a failure or a kill leaves the old file as
+    it was.
     """
-    try:
-        with (
-            ReplacedFile(path) as f,
-            zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf,
-        ):
+
+    def write(f: IO[bytes]) -> None:
+        with zipfile.ZipFile(f, mode="w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
             for key, arr in arrays.items():
                 with zf.open(f"{key}.npy", mode="w", force_zip64=True) as member:
                     np.lib.format.write_array(member, np.asanyarray(arr), allow_pickle=False)
-    except OSError as e:
-        raise InputError(f"cannot write {_short(path, 200)}: {_os_cause(e)}") from None
+
+    _write_replaced(path, write)
 
 
 class ReplacedFile:

@@ -45,7 +45,7 @@ class Limits:
 # ---- options shared by the commands ---------------------------------------------------
 ExprArg = Annotated[
     str | None,
-    typer.Argument(show_default=False, help='The program, e.g. "a*b+b".'),
+    typer.Argument(metavar="EXPR", show_default=False, help='The program, e.g. "a*b+b".'),
 ]
 ValuesArg = Annotated[
     list[str] | None,
@@ -55,7 +55,9 @@ ValuesArg = Annotated[
         help="Inputs: JSON ([3,4]), @file (.npy .json .csv .txt) or a constant expression.",
     ),
 ]
-FileOpt = Annotated[Path | None, typer.Option("-f", "--file", help="Read the program from FILE.")]
+FileOpt = Annotated[
+    Path | None, typer.Option("-f", "--file", metavar="FILE", help="Read the program from FILE.")
+]
 InputsOpt = Annotated[
     str | None,
     typer.Option("--inputs", metavar="FILE|-", help="A JSON object of name -> value."),
@@ -65,22 +67,42 @@ WrtOpt = Annotated[
     typer.Option("--wrt", metavar="a,b", help="Inputs that require grad (default: all)."),
 ]
 DTypeOpt = Annotated[DType, typer.Option("--dtype", help="Floating-point type.")]
-SeedOpt = Annotated[int, typer.Option("--seed", min=0, help="Seed of rand/randn.")]
+SeedOpt = Annotated[int, typer.Option("--seed", min=0, metavar="N", help="Seed of rand/randn.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
-PrecisionOpt = Annotated[int, typer.Option("--precision", min=0, max=17, help="Digits shown.")]
+PrecisionOpt = Annotated[
+    int, typer.Option("--precision", min=0, max=17, metavar="N", help="Digits shown.")
+]
 FullOpt = Annotated[bool, typer.Option("--full", help="Show every element, no summary.")]
+# the limits on work (docs/cli.md, "Limits on work") are listed under their own heading
+LIMITS = "Limits"
 MaxElementsOpt = Annotated[
     int,
-    typer.Option("--max-elements", min=1, help="Largest number of elements of one tensor."),
+    typer.Option(
+        "--max-elements",
+        min=1,
+        metavar="N",
+        rich_help_panel=LIMITS,
+        help="Largest number of elements of one tensor.",
+    ),
 ]
 MaxProgramCharsOpt = Annotated[
     int,
-    typer.Option("--max-program-chars", min=1, help="Longest program accepted, in characters."),
+    typer.Option(
+        "--max-program-chars",
+        min=1,
+        metavar="N",
+        rich_help_panel=LIMITS,
+        help="Longest program accepted, in characters.",
+    ),
 ]
 MaxStdinBytesOpt = Annotated[
     int,
     typer.Option(
-        "--max-stdin-bytes", min=1, help="Most bytes read from stdin (eval -, --inputs -)."
+        "--max-stdin-bytes",
+        min=1,
+        metavar="N",
+        rich_help_panel=LIMITS,
+        help="Most bytes read from stdin (eval -, --inputs -).",
     ),
 ]
 MaxPassesOpt = Annotated[
@@ -88,6 +110,8 @@ MaxPassesOpt = Annotated[
     typer.Option(
         "--max-passes",
         min=1,
+        metavar="N",
+        rich_help_panel=LIMITS,
         help="Most forward and backward passes of the program; more are refused unrun.",
     ),
 ]
@@ -112,6 +136,19 @@ ClipValueOpt = Annotated[
 
 
 # ---- help texts ----------------------------------------------------------------------
+#: each command's line in ``gradcli --help``: a whole sentence (click would cut the first
+#: sentence of the long help mid-word to fit)
+SHORT_HELP = {
+    "eval": "Evaluate a program, backpropagate, print value and gradients.",
+    "batch": "Answer NDJSON requests with one JSON response per line.",
+    "check": "Compare analytic gradients with finite differences.",
+    "jacobian": "Print the full Jacobian of the output.",
+    "hessian": "Print the Hessian of a scalar output.",
+    "graph": "Draw the computation graph with values and gradients.",
+    "optimize": "Minimise a scalar program by gradient descent.",
+    "functions": "List the functions of the language and their derivatives.",
+}
+
 HELP = """gradcli: the value of a tensor expression and the gradient of every input,
 computed by reverse-mode automatic differentiation (the numbers torch.autograd gives)."""
 
@@ -122,8 +159,8 @@ unless --grad-output gives the upstream gradient.
 
 \b
 Examples:
-  gradcli eval "a*b+b" a=[3,4] b=[5,6]
-  gradcli eval "h = tanh(W @ x); sum(h**2)" W="randn(3, 3)" x=[1,2,3] --json
+  gradcli eval "a*b+b" a='[3,4]' b='[5,6]'
+  gradcli eval "h = tanh(W @ x); sum(h**2)" W="randn(3, 3)" x='[1,2,3]' --json
   gradcli eval "-x**2" x=3
   echo '{"expr": "x*y", "inputs": {"x": 2, "y": 3}}' | gradcli eval - --json
 """
@@ -135,11 +172,14 @@ Each line is a request {"expr": ..., "inputs": {...}, "wrt", "grad_output", "cli
 written, so gradcli works as a coprocess. A bad line gets an error response (with its
 "input_line") and the stream goes on; the exit code is 1 if any line failed.
 
+With stderr a terminal, a progress bar runs there; the responses still go to stdout.
+
 \b
 Examples:
-  gradcli batch requests.ndjson > responses.ndjson
   printf '%s\\n' '{"expr": "sum(a*b)", "inputs": {"a": [1,2], "b": [3,4]}}' | gradcli batch
-  gradcli batch data.ndjson --accumulate | tail -n 1
+  printf '%s\\n' '{"expr": "sum(a*b)", "inputs": {"a": [1,2], "b": [3,4]}}' > requests.ndjson
+  gradcli batch requests.ndjson > responses.ndjson
+  gradcli batch requests.ndjson --accumulate | tail -n 1
 """
 
 
@@ -154,15 +194,15 @@ element, each over all of them): a check needing more than --max-passes is refus
 
 \b
 Examples:
-  gradcli check "sum(tanh(W @ x))" W="randn(3, 3)" x=[1,2,3]
-  gradcli check "sum(x**3)" x=[1,2] --order 2
+  gradcli check "sum(tanh(W @ x))" W="randn(3, 3)" x='[1,2,3]'
+  gradcli check "sum(x**3)" x='[1,2]' --order 2
 """
 
 JACOBIAN_HELP = """The full Jacobian d output / d input, shaped output.shape + input.shape.
 
 \b
 Example:
-  gradcli jacobian "a*b+b" a=[3,4] b=[5,6]
+  gradcli jacobian "a*b+b" a='[3,4]' b='[5,6]'
 """
 
 HESSIAN_HELP = """The Hessian of a scalar output with respect to the --wrt inputs.
@@ -172,15 +212,17 @@ columns are the inputs' elements, flattened and concatenated in order.
 
 \b
 Example:
-  gradcli hessian "sum(x**3)" x=[1,2]
+  gradcli hessian "sum(x**3)" x='[1,2]'
 """
 
 GRAPH_HELP = """The computation graph: operation, shape, value and gradient of every node.
 
 \b
 Examples:
-  gradcli graph "h = a*b; sum(h + b)" a=[1,2] b=[3,4]
-  gradcli graph "sum(tanh(W @ x))" W="randn(2, 2)" x=[1,2] --dot | dot -Tsvg > graph.svg
+  gradcli graph "h = a*b; sum(h + b)" a='[1,2]' b='[3,4]'
+  gradcli graph "sum(tanh(W @ x))" W="randn(2, 2)" x='[1,2]' --dot
+  gradcli graph "sum(tanh(W @ x))" W="randn(2, 2)" x='[1,2]' --dot | dot -Tsvg > graph.svg
+  (the last one needs Graphviz's dot program to draw the DOT text)
 """
 
 OPTIMIZE_HELP = """Minimise a scalar expression over the --wrt inputs by gradient descent.
@@ -190,9 +232,14 @@ step(): the tutorial's training loop. --no-zero-grad shows what forgetting zero_
 does (gradients accumulate). The loss history (plot, --json) holds every loss up to
 --max-history of them; a longer run keeps an evenly thinned history ("loss_every").
 
+--tol stops early, once the loss changes by less than TOL from one step to the next.
+Ctrl-C stops after the current step and prints the result so far (exit status 130);
+a second Ctrl-C ends at once.
+
 \b
-Example:
-  gradcli optimize "sum((x - 3)**2)" x=[0,0] --optimizer adam --lr 0.1 --steps 200
+Examples:
+  gradcli optimize "sum((x - 3)**2)" x='[0,0]' --optimizer adam --lr 0.1 --steps 200
+  gradcli optimize "sum((x - 3)**2)" x='[0,0]' --lr 0.1 --steps 10000 --tol 1e-9
 """
 
 
@@ -204,5 +251,6 @@ from the engine's rule table, so it is always what gradcli computes.
 \b
 Examples:
   gradcli functions
+  gradcli functions tanh sigmoid
   gradcli functions --json
 """

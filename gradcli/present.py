@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -509,7 +509,12 @@ def print_graph(g: Any, console: Console, *, precision: int = 4, max_nodes: int 
 
 
 def _short_array(a: np.ndarray, precision: int) -> str:
-    text = np.array2string(np.asarray(a), precision=precision, threshold=8, edgeitems=2)
+    """An array of the graph on one line, summarised past 8 elements; numbers as ``eval``
+    writes them (a 0-d value ``18.0``, not NumPy's ``18.``)."""
+    arr = np.asarray(a)
+    text = np.array2string(arr, precision=precision, threshold=8, edgeitems=2)
+    if arr.ndim == 0 and arr.dtype.kind == "f":
+        text = _BARE_POINT.sub(".0", text)
     return " ".join(text.split())
 
 
@@ -524,42 +529,62 @@ def loss_plot(
     last_step: int | None = None,
     every: int = 1,
 ) -> Text:
-    """A text plot of the loss curve (log scale when the losses span decades). ``losses``
-    are those before steps 0, ``every``, 2 ``every`` ..., then the one after ``last_step``
-    steps (optimize thins a long history, see analysis.LossHistory)."""
+    """A text plot of the loss curve (log scale when the losses span decades), ``width``
+    cells wide with its tick labels: the console's width (docs/cli.md, "optimize"), and
+    never less than 8 columns of curve. ``losses`` are those before steps 0, ``every``,
+    2 ``every`` ..., then the one after ``last_step`` steps (optimize thins a long
+    history, see analysis.LossHistory)."""
     values = np.asarray(losses, dtype=np.float64)
     finite = values[np.isfinite(values)]
     if finite.size == 0:
         return Text("(no finite loss to plot)")
     log = bool(finite.min() > 0 and finite.max() / finite.min() > 100)
     ys = np.log10(values) if log else values
-    # resample to at most `width` columns
-    idx = np.linspace(0, len(ys) - 1, num=min(width, len(ys))).round().astype(int)
+    # the axis spans every loss, so the labels (and what is left for the curve) are known
+    # before the losses are resampled to the columns
+    lo, hi = float(np.min(ys[np.isfinite(ys)])), float(np.max(ys[np.isfinite(ys)]))
+    if not hi > lo:  # a constant loss: on the bottom row, labelled with its value
+        hi = lo + 1.0
+    span = hi - lo
+    ticks = [hi - (height - 1 - row) * span / (height - 1) for row in range(height - 1, -1, -1)]
+    labels = [f"{10**t if log else t:.4g}" for t in ticks]
+    pad = max(len(label) for label in labels)
+    columns = max(8, width - pad - 2)
+    idx = np.linspace(0, len(ys) - 1, num=min(columns, len(ys))).round().astype(int)
     col = ys[idx]
-    lo, hi = np.nanmin(col[np.isfinite(col)]), np.nanmax(col[np.isfinite(col)])
-    span = hi - lo if hi > lo else 1.0
     level = np.where(np.isfinite(col), np.round((col - lo) / span * (height - 1)), -1)
     lines = []
-    for row in range(height - 1, -1, -1):
+    for row, label in zip(range(height - 1, -1, -1), labels, strict=True):
         chars = ["•" if lv == row else " " for lv in level]
-        tick = hi - (height - 1 - row) * span / (height - 1)
-        shown = 10**tick if log else tick
-        lines.append(f"{shown:>10.4g} ┤" + "".join(chars))
-    lines.append(" " * 11 + "└" + "─" * len(col))
+        lines.append(f"{label:>{pad}} ┤" + "".join(chars))
+    lines.append(" " * (pad + 1) + "└" + "─" * len(col))
     last = len(values) - 1 if last_step is None else last_step
     notes = ([f"every {every} steps"] if every > 1 else []) + (["log scale"] if log else [])
-    lines.append(" " * 12 + f"step 0 … {last}" + (f"  ({', '.join(notes)})" if notes else ""))
+    footer = [f"step 0 … {last}"] + ([f"({', '.join(notes)})"] if notes else [])
+    indent = " " * (pad + 2)
+    if len(indent) + len("  ".join(footer)) <= width:
+        lines.append(indent + "  ".join(footer))
+    else:  # a narrow console: one note a line, under the curve while it fits
+        lines += [(indent if len(indent) + len(part) <= width else "") + part for part in footer]
     return Text("\n".join(lines))
 
 
 def print_optimization(
     opt: Any, console: Console, *, precision: int = 4, full: bool = False
 ) -> None:
-    """Final values and gradients, and the loss curve."""
+    """Final values and gradients, and the loss curve as wide as the console. A run that
+    stopped early (``--tol``, Ctrl-C) says how many of its steps it took, and why."""
+    ran = f"{opt.steps_run} steps"
+    if opt.steps_run != opt.steps:
+        ran = f"{opt.steps_run} of {opt.steps} steps"
+    if opt.interrupted:
+        ran = f"interrupted after {ran}"
+    elif opt.converged:
+        ran += f" (loss change < tol {opt.tol:g})"
     table = Table(
         title=_text(f"{opt.optimizer} on {opt.expr}"),
         caption=Text(
-            f"{opt.steps} steps, lr {opt.lr:g}: loss {_num(opt.losses[0], precision)} → "
+            f"{ran}, lr {opt.lr:g}: loss {_num(opt.losses[0], precision)} → "
             f"{_num(opt.losses[-1], precision)}"
         ),
     )
@@ -576,35 +601,5 @@ def print_optimization(
         )
     _print_table(console, table)
     console.print(Text("loss", style="bold"))
-    plot = loss_plot(opt.losses, last_step=opt.steps, every=opt.loss_every)
+    plot = loss_plot(opt.losses, width=console.width, last_step=opt.steps_run, every=opt.loss_every)
     console.print(plot, soft_wrap=True)
-
-
-class step_progress:
-    """A rich progress bar on stderr while optimising, only when stderr is a terminal."""
-
-    def __init__(self, steps: int) -> None:
-        self.steps = steps
-        self.progress: Any = None
-
-    def __enter__(self) -> Callable[[int, float], None] | None:
-        if not sys.stderr.isatty() or self.steps < 2:
-            return None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-
-        self.progress = Progress(
-            TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"), console=Console(stderr=True),
-            transient=True,
-        )  # fmt: skip
-        task = self.progress.add_task("optimize", total=self.steps, loss="")
-        self.progress.start()
-
-        def on_step(step: int, loss: float) -> None:
-            self.progress.update(task, completed=step, loss=f"{loss:.6g}")
-
-        return on_step
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.progress is not None:
-            self.progress.stop()

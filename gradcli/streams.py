@@ -147,6 +147,21 @@ def _null_onto(fd: int) -> None:
         os.close(null)
 
 
+def progress(*columns: Any) -> Any:
+    """A started rich progress display on stderr, removed when it stops (docs/cli.md,
+    "Streams"). It never captures stdout: rich's ``Progress`` would by default, and the
+    responses of ``batch … > file`` would go to the terminal instead of the file. What is
+    written to stderr meanwhile (a warning) is printed above the bar."""
+    from rich.console import Console
+    from rich.progress import Progress
+
+    display = Progress(
+        *columns, console=Console(stderr=True), transient=True, redirect_stdout=False
+    )
+    display.start()
+    return display
+
+
 def output_failed(stdout: Any) -> int:
     """stdout failed: one line on stderr and exit status 1 (a failure, but not 2: the
     user's input was fine) — or, when its reader went away (``| head``), nothing and 0, as

@@ -611,7 +611,7 @@ class TestFileErrors:
             load_file_value(str(path), name="a")
         assert "dir.csv" in info.value.message and "directory" in info.value.message
 
-    @pytest.mark.parametrize("filename", ["v.xlsx", "v.npz", "noext"])
+    @pytest.mark.parametrize("filename", ["v.xlsx", "v.parquet", "noext"])
     def test_unknown_extension(self, tmp_path: Path, filename: str) -> None:
         path = tmp_path / filename
         path.write_text("1")

@@ -3,15 +3,18 @@
 ``gradcli.language.lexer._Lexer`` replaces lark's basic lexer for speed: one regular expression
 over the grammar's terminals, in lark's order. In the same pass it does two things lark's
 lexer leaves to others: it drops a new line inside brackets (what the post-lexer
-``_BracketNewlines`` did) and refuses a NAME that is not an identifier. Nothing else may
-differ, so on generated texts its tokens must be lark's (type, value, line, column and
-offset) once those two rules are applied to lark's stream; where lark's lexer stops at a
+``_BracketNewlines`` did), refuses a NAME that is not an identifier and gives a NAME's value
+in Unicode normal form NFKC, as Python reads identifiers. Nothing else may differ, so on
+generated texts its tokens must be lark's (type, value, line, column and offset) once those
+three rules are applied to lark's stream; where lark's lexer stops at a
 character it cannot match, ours must stop there too, with the same message and position.
 A few cases pin positions down by hand: ``\\r\\n`` line ends, tabs, comments, brackets over
 several lines, and names that the NAME pattern takes but that are not identifiers.
 """
 
 from __future__ import annotations
+
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
@@ -38,14 +41,17 @@ def ours(text: str) -> tuple[list[Tok], Error, set[str]]:
 
 
 def larks(text: str) -> tuple[list[Tok], Error]:
-    """lark's basic lexer, then our two rules: a new line is dropped while more brackets are
-    open than closed (never fewer than none), and a NAME must be an identifier."""
+    """lark's basic lexer, then our three rules: a new line is dropped while more brackets are
+    open than closed (never fewer than none), a NAME must be an identifier, and its value
+    is normalised (NFKC)."""
     toks: list[Tok] = []
     depth = 0
     try:
         for t in grammar._parser().lex(text):
             if t.type == "NAME" and not t.isidentifier():
                 return toks, (f"`{t}` is not a valid name", t.line, t.column)
+            if t.type == "NAME":
+                t = t.update(value=unicodedata.normalize("NFKC", t))
             if t.type in ("LPAR", "LSQB"):
                 depth += 1
             elif t.type in ("RPAR", "RSQB"):

@@ -39,14 +39,14 @@ from .state import (
     set_grad_enabled,
     tracing,
 )
-from .tensor import Tensor, const, from_numpy, lift, tensor
+from .tensor import Size, Tensor, const, from_numpy, lift, tensor
 
 float32 = NUMPY.float32
 float64 = NUMPY.float64
 
 #: names of ``gradcli`` that are not registered functions
 API = (
-    "Tensor", "tensor", "from_numpy", "no_grad", "enable_grad", "set_grad_enabled",
+    "Size", "Tensor", "tensor", "from_numpy", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "grad", "manual_seed", "float32", "float64",
 )  # fmt: skip
 
@@ -70,6 +70,7 @@ __all__ = [
     "AccumulateGrad",
     "Node",
     "Primitive",
+    "Size",
     "Tensor",
     "add_n",
     "all_finite",

@@ -9,7 +9,7 @@ from ..errors import InvalidValueError
 from .backend import NUMPY
 from .registry import Shape, public
 from .state import check_size
-from .tensor import Tensor, const
+from .tensor import Tensor, const, lift
 
 _CONSTANT = "none (a constant)"
 
@@ -41,6 +41,25 @@ def zeros(*shape: Shape, dtype: Any = NUMPY.float64, requires_grad: bool = False
 def ones(*shape: Shape, dtype: Any = NUMPY.float64, requires_grad: bool = False) -> Tensor:
     """Ones of a shape (ints or one tuple)."""
     return const(NUMPY.ones(shape_arg(shape, "ones"), dtype=dtype), requires_grad)
+
+
+def _like(x: Any, fill: float, dtype: Any, requires_grad: bool) -> Tensor:
+    data = x.data if isinstance(x, Tensor) else lift(x).data
+    return const(NUMPY.full(data.shape, fill, dtype=data.dtype if dtype is None else dtype),
+                 requires_grad)  # fmt: skip
+
+
+# torch's names: a tensor of x's shape and dtype, a new leaf (no gradient reaches x)
+@public(None, "zeros of x's shape and dtype", derivative=_CONSTANT, method=False, language=False)
+def zeros_like(x: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Zeros of ``x``'s shape and dtype (``dtype`` to choose another), as ``torch.zeros_like``."""
+    return _like(x, 0.0, dtype, requires_grad)
+
+
+@public(None, "ones of x's shape and dtype", derivative=_CONSTANT, method=False, language=False)
+def ones_like(x: Tensor, *, dtype: Any = None, requires_grad: bool = False) -> Tensor:
+    """Ones of ``x``'s shape and dtype (``dtype`` to choose another), as ``torch.ones_like``."""
+    return _like(x, 1.0, dtype, requires_grad)
 
 
 @public(None, "a shape filled with a value", derivative=_CONSTANT, method=False)

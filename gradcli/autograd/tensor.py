@@ -19,6 +19,39 @@ from .state import GRAD, NO_GRAD, OFF_DEFAULT, STATE, TRACE, mode
 _ndarray = np.ndarray
 
 
+class Size(tuple[int, ...]):
+    """A shape, as ``x.size()`` gives it: a tuple of ints, shown as torch shows ``torch.Size``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"gradcli.Size({list(self)})"
+
+    __str__ = __repr__
+
+    def numel(self) -> int:
+        """The number of elements of a tensor of this shape."""
+        n = 1
+        for d in self:
+            n *= d
+        return n
+
+
+def _dim(dim: Any, ndim: int) -> int:
+    """Axis ``dim`` of a tensor of ``ndim`` axes as a non-negative int; torch's errors for
+    another type and for an axis out of range."""
+    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"size(): argument 'dim' must be int, not {type(dim).__name__}")
+    if ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    if not -ndim <= dim < ndim:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], "
+            f"but got {dim})"
+        )
+    return int(dim) % ndim
+
+
 class Tensor:
     """An n-dimensional array that records the operations made on it, for backpropagation."""
 
@@ -58,9 +91,17 @@ class Tensor:
     def dtype(self) -> Any:
         return self.data.dtype
 
-    @property
-    def size(self) -> int:
-        return self.data.size
+    def size(self, dim: int | None = None) -> Any:
+        """The shape as a :class:`Size` (a tuple), or the length of axis ``dim``, as torch's
+        ``x.size()`` and ``x.size(0)``; ``numel()`` is the number of elements."""
+        shape = self.data.shape
+        if dim is None:
+            return Size(shape)
+        return shape[_dim(dim, len(shape))]
+
+    def numel(self) -> int:
+        """The number of elements."""
+        return int(self.data.size)
 
     @property
     def is_leaf(self) -> bool:

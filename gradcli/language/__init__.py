@@ -41,6 +41,7 @@ from .grammar import (
     parse,
     parser_tables,
 )
+from .lexer import normalize_name
 
 __all__ = [
     "AXIS",
@@ -66,6 +67,7 @@ __all__ = [
     "check_program_length",
     "compile_program",
     "grammar_text",
+    "normalize_name",
     "np_linalg_error",
     "parse",
     "parser_tables",

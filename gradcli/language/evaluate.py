@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import autograd as E
 from ..autograd import Tensor
+from ..autograd.state import STATE
 from ..errors import (
     DomainError,
     GradcliError,
@@ -268,6 +269,37 @@ _CHAINS = frozenset({"sum", "product", "comparison", "power"})
 _LONG_SUM = 32
 
 
+#: the name of the one graph node an operation of the program is drawn as (``_one_op``)
+_KIND_OPS = {"index": "getitem", "attribute": "transpose", "sign": "neg", "array": "stack",
+             "sum": "add"}  # fmt: skip
+
+
+def _tensors(value: Any) -> list[Tensor]:
+    """The tensors among an operation's operands (in lists too)."""
+    if type(value) is Tensor:
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    return []
+
+
+def _one_op(trace: list[Any], mark: int, out: Any, name: str, operands: list[Tensor]) -> None:
+    """Make the ops traced since ``mark`` one op of the graph: ``out`` = ``name(operands)``.
+
+    ``gradcli graph`` draws the operations the program writes. One of them may be several
+    primitives (``W @ x`` of a vector is a reshape, a matrix product and a reshape;
+    ``var(x)`` a mean, a difference, a square and a sum): those are traced one by one and
+    redrawn here as the one operation, from the operands it reads (docs/engine.md, "Node
+    names and the graph of a program").
+    """
+    if len(trace) - mark < 2 or type(out) is not Tensor:
+        return
+    if not any(t is out for t, _, _ in trace[mark:]):
+        return
+    del trace[mark:]
+    trace.append((out, name, tuple(operands)))
+
+
 class _Evaluator:
     def __init__(self, inputs: dict[str, Tensor], seed: int, dtype: Any) -> None:
         self.env: dict[str, Tensor] = dict(inputs)
@@ -275,6 +307,10 @@ class _Evaluator:
         self._rng: Any = None  # one generator per program, made when first drawn from
         self.dtype = dtype
         self.literal_overflow = False
+        #: the trace of ``gradcli graph`` while it is being made, else None
+        self.trace: list[Any] | None = STATE.trace
+        #: while tracing: the tensors the last function call was given as tensor arguments
+        self.operands: list[Tensor] = []
 
     def evaluate_tensor(self, root: Any, what: str) -> Tensor:
         try:
@@ -298,7 +334,10 @@ class _Evaluator:
                 if n:
                     del values[-n:]
                 try:
-                    push_value(self._combine(node, args))
+                    if self.trace is None:
+                        push_value(self._combine(node, args))
+                    else:
+                        push_value(self._traced(node, args, self.trace))
                 except GradcliError as err:
                     raise _located(err, node) from None
                 except (ValueError, IndexError, TypeError) as err:
@@ -349,6 +388,31 @@ class _Evaluator:
             if hasattr(c, "type") and c.type in ("ADD", "MULTIPLY", "POWER", "COMPARE"):
                 return _OP_NAMES.get(str(c), f"'{c}'")
         return {"index": "index", "array": "array literal"}.get(kind, kind)
+
+    def _traced(self, node: Any, args: list[Any], trace: list[Any]) -> Any:
+        """:meth:`_combine` for ``gradcli graph``: each operation one op of the trace."""
+        kind = node.data
+        if kind in _CHAINS and not (kind == "sum" and len(args) > _LONG_SUM):
+            acc = args[0]
+            for op, rhs in zip(node.children[1::2], args[1:], strict=True):
+                fn, op = _BINARY[str(op)], str(op)
+                x, y = self.tensor(acc, op), self.tensor(rhs, op)
+                mark = len(trace)
+                acc = fn(x, y)
+                _one_op(trace, mark, acc, fn.__name__, [x, y])
+            return acc
+        mark = len(trace)
+        self.operands = []
+        out = self._combine(node, args)
+        if kind == "call":
+            spec = FUNCTIONS.get(str(node.children[0]))
+            name = spec.name if spec is not None else str(node.children[0])
+            operands = self.operands  # the tensors its tensor parameters were given
+        else:
+            name = _KIND_OPS.get(kind, kind)
+            operands = _tensors(args[:1] if kind in ("index", "attribute", "sign") else args)
+        _one_op(trace, mark, out, name, operands)
+        return out
 
     def _combine(self, node: Any, args: list[Any]) -> Any:
         kind = node.data
@@ -510,6 +574,10 @@ class _Evaluator:
             )
         bound = self._bind(fn, args, tok)
         positional = [bound[p.name] for p in fn.params]
+        if self.trace is not None:
+            self.operands = _tensors(
+                [bound[p.name] for p in fn.params if p.kind in (TENSOR, TENSORS)]
+            )
         context: dict[str, Any] = {}
         if fn.needs_context:
             if fn.random:

@@ -68,8 +68,53 @@ def parser_tables(text: str | None = None) -> str:
     text = grammar_text() if text is None else text
     data, memo = _build_parser(text).memo_serialize([TerminalDef, Rule])
     data["options"]["postlex"] = None  # given again when loading
+    data["parser"]["parser"] = _canonical_table(data["parser"]["parser"])
     doc = {**_tables_key(text), "data": data, "memo": memo}
     return json.dumps(_json_safe(doc), separators=(",", ":"), sort_keys=True) + "\n"
+
+
+def _canonical_table(table: dict[str, Any]) -> dict[str, Any]:
+    """Lark's serialised LALR table with its numbers made independent of the run.
+
+    Lark builds the same automaton every time but numbers its states and tokens in the
+    order it meets them in sets, which changes from run to run (even with PYTHONHASHSEED
+    fixed). Here tokens are numbered by name, and states in the order a breadth-first walk
+    from the start states meets them, taking each state's transitions in token-name order;
+    every action map is written in token order. The same grammar then always gives the
+    same file, and a regeneration diffs clean.
+    """
+    from collections import deque
+
+    SHIFT = 0  # lark's encoding of an action: (0, next state) or (1, rule)
+    tokens: dict[int, str] = table["tokens"]
+    states: dict[int, dict[int, Any]] = table["states"]
+    by_name = {name: i for i, name in enumerate(sorted(tokens.values()))}
+    named = {
+        state: sorted((tokens[tok], action) for tok, action in actions.items())
+        for state, actions in states.items()
+    }
+    number: dict[int, int] = {}
+    queue = deque(table["start_states"][start] for start in sorted(table["start_states"]))
+    while queue:
+        state = queue.popleft()
+        if state in number:
+            continue
+        number[state] = len(number)
+        queue.extend(arg for _, (kind, arg) in named[state] if kind == SHIFT and arg not in number)
+    for state in sorted(states):  # unreachable from a start state (none in an LALR table)
+        number.setdefault(state, len(number))
+    return {
+        "tokens": {i: name for name, i in by_name.items()},
+        "states": {
+            number[state]: {
+                by_name[name]: (kind, number[arg] if kind == SHIFT else arg)
+                for name, (kind, arg) in named[state]
+            }
+            for state in sorted(states, key=number.__getitem__)
+        },
+        "start_states": {k: number[v] for k, v in sorted(table["start_states"].items())},
+        "end_states": {k: number[v] for k, v in sorted(table["end_states"].items())},
+    }
 
 
 # JSON has only string keys and no tuples: lark's integer-keyed dicts are stored as pairs.

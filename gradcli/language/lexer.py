@@ -6,10 +6,19 @@ the program text for its errors and for the parser's errors (``grammar.parse``).
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ParseError
+
+
+def normalize_name(name: str) -> str:
+    """``name`` as Python reads an identifier: in Unicode normal form NFKC, so that names
+    that look the same are the same (``ﬁ`` is ``fi``; U+09DF is U+09AF U+09BC). Every name
+    is read through this: in programs (the lexer), ``NAME=VALUE``, JSON requests and the
+    API (``api.prepare``). See docs/conventions.md, "Names"."""
+    return name if name.isascii() else unicodedata.normalize("NFKC", name)
 
 
 class _Lexer:
@@ -77,13 +86,15 @@ class _Lexer:
             if kind in retype:
                 kind = retype[kind].get(value, kind)
             if kind == "NAME":
-                if not value.isidentifier():
-                    raise ParseError(
-                        f"`{value}` is not a valid name (names are identifiers: letters, "
-                        "digits and _, not starting with a digit)",
-                        line=tok_line,
-                        column=column,
-                    )
+                if not value.isascii():
+                    if not value.isidentifier():
+                        raise ParseError(
+                            f"`{value}` is not a valid name (names are identifiers: letters, "
+                            "digits and _, not starting with a digit)",
+                            line=tok_line,
+                            column=column,
+                        )
+                    value = normalize_name(value)
                 if names is not None:
                     names.add(value)
             elif kind == "LPAR" or kind == "LSQB":
@@ -114,12 +125,22 @@ class _Lexer:
 
 
 def _caret(text: str, line: int, column: int) -> str:
+    """The program line holding (``line``, ``column``) and a caret under that column.
+
+    Columns count code points, as every position does; the caret is placed by the cells a
+    terminal draws: a CJK character takes two, a combining mark none (rich's measure, as
+    the tables use).
+    """
+    from rich.cells import cell_len
+
     # Lines are counted at "\n" only, as positions are (str.splitlines also splits at
     # "\r", "\x0c", "\u2028" ...); a control character shows as a space, one column wide.
     lines = text.split("\n")
     src = lines[line - 1].rstrip("\r") if 0 < line <= len(lines) else ""
     shown = "".join(c if c.isprintable() else " " for c in src)
-    return f"  {shown}\n  {' ' * (column - 1)}^"
+    before = shown[: max(column - 1, 0)]
+    pad = cell_len(before) + max(column - 1 - len(before), 0)
+    return f"  {shown}\n  {' ' * pad}^"
 
 
 def _end_position(text: str) -> tuple[int, int]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ...errors import InvalidValueError
 from ..backend import NUMPY
 from ..node import FACTOR, identity
 from ..registry import OPS, TENSOR_ONLY, Primitive, binary, public, unary
@@ -33,8 +34,8 @@ TENSOR_ONLY["constant"] = lambda value, dtype: const(NUMPY.constant(value, dtype
 def _tanh_factor(xp: Any, ans: Any, ctx: Any) -> Any:
     """``1 - ans^2``. On large arrays as ``-(ans ans - 1)``, the same bits, where NumPy
     reuses the temporary ``ans ans`` for the subtraction (one array less at the peak of
-    backward); on small ones the plain form, one call less."""
-    if ans.size >= 1 << 14:
+    backward); on small ones, and on tensors (``create_graph``), the plain form."""
+    if type(ans) is NUMPY.ndarray and ans.size >= 1 << 14:
         return -(ans * ans - 1.0)
     return xp.constant(1.0, ans.dtype) - ans * ans
 
@@ -221,6 +222,17 @@ def clip(prim: Primitive, x: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
     data = (x.data, lo.data, hi.data)
     shapes = tuple(d.shape for d in data)
     return record(prim.fwd(NUMPY, *data), prim, (x, lo, hi), data, shapes)
+
+
+# torch's clamp: either bound may be left out (None), as an infinite one
+@public(None, "x clamped into [min, max]; either bound may be None", derivative=_CLIP.doc,
+        language=False)  # fmt: skip
+def clamp(x: Tensor, min: Tensor | None = None, max: Tensor | None = None) -> Tensor:
+    """Clamp ``x`` into ``[min, max]`` as ``torch.clamp`` does (``clip`` with a missing bound
+    infinite); the gradient passes where ``min <= x <= max`` inclusive."""
+    if min is None and max is None:
+        raise InvalidValueError("clamp: give min, max or both (at least one must not be None)")
+    return clip(x, -math.inf if min is None else min, math.inf if max is None else max)
 
 
 _WHERE = Primitive(

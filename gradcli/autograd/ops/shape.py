@@ -174,7 +174,13 @@ def as_sequence(seq: Any) -> list[Tensor]:
     return [lift(t) for t in seq]
 
 
-@public(CONCATENATE, "tensors joined along an existing axis", aliases=("concat",), method=False)
+@public(
+    CONCATENATE,
+    "tensors joined along an existing axis",
+    aliases=("concat",),
+    method=False,
+    api_aliases=("cat",),  # torch's name: gradcli.cat(tensors, dim=0)
+)
 def concatenate(prim: Primitive, tensors: Tensors, axis: int = 0) -> Tensor:
     """Join tensors along an existing axis (their lengths along it may differ)."""
     ts = as_sequence(tensors)
