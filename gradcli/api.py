@@ -61,7 +61,7 @@ class Result:
         return E.total_norm([g for g in self.grads.values() if g is not None], 2.0)
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON response of SPEC §2, as a dict of plain Python values (strict JSON)."""
+        """The JSON response (docs/json.md), as a dict of plain Python values (strict JSON)."""
         from .io import json_array
 
         return {
@@ -395,7 +395,7 @@ REQUEST_FIELDS = (
 
 
 def request_kwargs(request: Any) -> dict[str, Any]:
-    """A JSON request (SPEC §2) as keyword arguments of :func:`evaluate`.
+    """A JSON request (docs/json.md) as keyword arguments of :func:`evaluate`.
 
     Unknown fields are an error that names them: a typo must not be silently ignored.
     Values in a request are numbers and nested lists, never file paths.

@@ -1,7 +1,8 @@
 """Typed errors: one class per error kind of the JSON contract.
 
 Every refusal gradcli makes is one of these. ``kind`` is the ``error.kind`` of the JSON
-response and ``exit_code`` the process exit status the CLI uses for it (SPEC §2).
+response and ``exit_code`` the process exit status the CLI uses for it (docs/json.md,
+"Exit codes and error kinds").
 
 :func:`escape_controls` is the one way user text (names, programs, messages) is made safe to
 show on a terminal.

@@ -1,4 +1,4 @@
-"""Presentation: a ``Result``, an error or warnings drawn with rich (SPEC §2 "Output").
+"""Presentation: a ``Result``, an error or warnings drawn with rich (docs/commands.md).
 
 This module knows nothing about parsing or the engine. Numbers are printed the way NumPy
 prints them (``np.array2string``), summarised with ``...`` past NumPy's threshold unless
