@@ -291,6 +291,14 @@ def _analyse(
     )  # fmt: skip
 
 
+def _check_save(save: Path | None) -> None:
+    """Refuse a ``--save`` file whose extension names no format before any work is done."""
+    if save is not None:
+        from .io import check_save_path
+
+        check_save_path(str(save))
+
+
 def _emit(result: Any, json_out: bool, show: Callable[[Any], None]) -> None:
     """The result's warnings on stderr, then the result as one line of JSON, or drawn by
     ``show`` on the console."""
@@ -366,6 +374,7 @@ def jacobian_command(
     json_out: options.JsonOpt = False,
     precision: options.PrecisionOpt = 4,
     full: options.FullOpt = False,
+    save: options.SaveOpt = None,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
@@ -376,9 +385,21 @@ def jacobian_command(
     with _failures(json_out, debug):
         from . import present
 
+        _check_save(save)
         result = _analyse(
             "jacobian", expr, values, file, inputs, wrt, dtype, seed, limits, max_passes=max_passes
         )
+        if save is not None:  # before printing: a failed save must not follow a success
+            from .io import save_result
+
+            save_result(
+                str(save),
+                result.to_json,
+                {
+                    "output": result.value,
+                    **{f"jacobian_{n}": j for n, j in result.jacobian.items()},
+                },
+            )
         _emit(
             result, json_out,
             lambda console: present.print_jacobian(result, console, precision=precision, full=full),
@@ -396,6 +417,7 @@ def hessian_command(
     seed: options.SeedOpt = 0,
     json_out: options.JsonOpt = False,
     precision: options.PrecisionOpt = 4,
+    save: options.SaveOpt = None,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
@@ -406,9 +428,16 @@ def hessian_command(
     with _failures(json_out, debug):
         from . import present
 
+        _check_save(save)
         result = _analyse(
             "hessian", expr, values, file, inputs, wrt, dtype, seed, limits, max_passes=max_passes
         )
+        if save is not None:  # before printing: a failed save must not follow a success
+            from .io import save_result
+
+            save_result(
+                str(save), result.to_json, {"output": result.value, "hessian": result.hessian}
+            )
         _emit(
             result, json_out,
             lambda console: present.print_hessian(result, console, precision=precision),

@@ -68,6 +68,15 @@ WrtOpt = Annotated[
 ]
 DTypeOpt = Annotated[DType, typer.Option("--dtype", help="Floating-point type.")]
 SeedOpt = Annotated[int, typer.Option("--seed", min=0, metavar="N", help="Seed of rand/randn.")]
+SaveOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--save",
+        metavar="FILE",
+        help="Write the result: .npz (every array), .json (the --json response) or .npy "
+        "(one array).",
+    ),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
 PrecisionOpt = Annotated[
     int, typer.Option("--precision", min=0, max=17, metavar="N", help="Digits shown.")

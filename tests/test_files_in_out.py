@@ -400,3 +400,34 @@ def test_a_value_from_stdin_is_bounded_by_max_stdin_bytes(tmp_path: Path) -> Non
     assert error_of(r, 1, "limit") == (
         "standard input is longer than 10 bytes (raise it with --max-stdin-bytes)"
     )
+
+
+# --------------------------------------------------------------------------------------
+# 11: --save on jacobian and hessian
+# --------------------------------------------------------------------------------------
+
+
+def test_jacobian_save_npz_holds_the_output_and_each_jacobian(tmp_path: Path) -> None:
+    gc(tmp_path, "jacobian", "x*W@x", "W=[[1,2],[3,4]]", "x=[1,2]", "--save", "j.npz").expect(0)
+    with np.load(tmp_path / "j.npz") as saved:
+        assert sorted(saved.files) == ["jacobian_W", "jacobian_x", "output"]
+        assert saved["output"].tolist() == [9.0, 19.0]
+        assert saved["jacobian_x"].tolist() == [[2.0, 8.0], [6.0, 16.0]]
+        assert saved["jacobian_W"].tolist() == [[[1.0, 4.0], [0.0, 0.0]], [[0.0, 0.0], [1.0, 4.0]]]
+
+
+def test_hessian_save_json_is_what_json_prints(tmp_path: Path) -> None:
+    r = gc(tmp_path, "hessian", "sum(x**3)", "x=[1,2]", "--json", "--save", "h.json").expect(0)
+    saved = (tmp_path / "h.json").read_text("utf-8")
+    assert saved == r.stdout
+    assert strict_loads(saved)["hessian"] == [[6.0, 0.0], [0.0, 12.0]]
+    gc(tmp_path, "hessian", "sum(x**3)", "x=[1,2]", "--save", "h.npz").expect(0)
+    with np.load(tmp_path / "h.npz") as npz:
+        assert npz["hessian"].tolist() == [[6.0, 0.0], [0.0, 12.0]]
+
+
+def test_jacobian_save_to_an_unknown_extension_is_refused_before_any_work(tmp_path: Path) -> None:
+    # a program too large to run under --max-passes would be a limit error (exit 1) if run
+    r = gc(tmp_path, "jacobian", "x*ones(10**6)", "x=1", "--save", "j.txt", "--json")
+    assert "unknown file type" in error_of(r, 2, "input")
+    assert not (tmp_path / "j.txt").exists()
