@@ -31,6 +31,7 @@ DEFAULT_MAX_PROGRAM_CHARS = 1_000_000  # as gradcli.language's (not imported: st
 DEFAULT_MAX_STDIN_BYTES = 16 * 2**20  # one request, as one line of batch
 DEFAULT_MAX_PASSES = 50_000  # as gradcli.analysis's, which says why
 DEFAULT_MAX_HISTORY = 100_000  # as gradcli.analysis's
+DEFAULT_MAX_LINE_BYTES = 16 * 2**20  # one batch line, as gradcli.batch's
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,26 @@ MaxPassesOpt = Annotated[
         metavar="N",
         rich_help_panel=LIMITS,
         help="Most forward and backward passes of the program; more are refused unrun.",
+    ),
+]
+MaxHistoryOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-history",
+        min=1,
+        metavar="N",
+        rich_help_panel=LIMITS,
+        help="Most losses kept; more are evenly thinned.",
+    ),
+]
+MaxLineBytesOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-line-bytes",
+        min=1,
+        metavar="N",
+        rich_help_panel=LIMITS,
+        help="Longest request line accepted, in bytes.",
     ),
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks.")]
