@@ -95,6 +95,25 @@ def check_grads(
         v = rng.standard_normal(out_data.shape)
         out.backward(E.tensor(v.copy()))
 
+    # --- the same through autograd.grad: the walk of autograd.grad / create_graph and the
+    # leaner one of backward() must give the same bits -------------------------------------
+    if wrt:
+        again = [E.tensor(a.copy(), requires_grad=(i in wrt)) for i, a in enumerate(arrays)]
+        out2 = fun(*again)
+        grads = E.grad(out2, [again[i] for i in wrt], None if out_data.shape == () else v.copy())
+        for i, g2 in zip(wrt, grads, strict=True):
+            g1 = leaves[i].grad
+            if g1 is None or g2 is None:
+                assert g1 is None and (g2 is None or not np.any(to_numpy(g2))), (
+                    f"{label}: input {i}: backward() gave {g1}, autograd.grad gave {g2}"
+                )
+                continue
+            np.testing.assert_array_equal(
+                to_numpy(g2),
+                to_numpy(g1),
+                err_msg=f"{label}: input {i}: autograd.grad and backward() differ",
+            )
+
     # --- numeric: forward only, perturbing one element of one input at a time ----------------
     def objective(i: int) -> Callable[[np.ndarray], float]:
         def f(xi: np.ndarray) -> float:

@@ -79,7 +79,10 @@ def backward(out: Tensor, gradient: Any, retain_graph: bool | None, create_graph
     else:
         g = _seed(out, gradient, "backward: gradient", create_graph)
     retain = create_graph if retain_graph is None else bool(retain_graph)
-    run(root, g, create_graph, retain, None)
+    if create_graph:
+        run(root, g, True, retain, None)
+    else:
+        _run_plain(root, g, not retain)
 
 
 def grad(
@@ -204,7 +207,7 @@ def run(
                 if release and (saved or ans is not None):
                     node.saved = FREED
                     node.ans = None
-                form, local_rule, nary, vjps, broadcasts, nsaved = prim.plan
+                form, local_rule, nary, vjps, broadcasts, nsaved, _ = prim.plan
                 node = None  # the next node to visit, if one is found complete below
                 if form:
                     # One input, elementwise: g * factor or g / divisor, written into g
@@ -292,6 +295,139 @@ def run(
     finally:
         set_mode(prev_mode)
     return found
+
+
+def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool) -> None:
+    """:func:`run` for ``backward()`` without ``create_graph``, the common case: rules on
+    arrays, gradients into ``.grad``, every node visited. The same walk as run's, without
+    the branches for targets and for tensors; two implementations of one walk are kept
+    identical by the tests, which run every rule through both."""
+    node: Any = root
+    gnode: Any = g
+    own = False
+    ready: list[tuple[Any, Any, bool]] = []
+    nxt: Any = None
+    gnxt: Any = None
+    grads: dict[Any, Any] = {}
+    owned: set[Any] = set()
+    queue: list[tuple[int, Any]] = []
+    popq = heapq.heappop
+    pop = grads.pop
+    take = ready.pop
+    ready_append = ready.append
+    ndarray = _ndarray
+    xp = registry.namespaces()[0]
+    big = INPLACE_MIN
+    prev_mode = set_mode(NO_GRAD)
+    try:
+        with NUMPY.quiet():
+            while True:
+                if node is None:
+                    if ready:
+                        node, gnode, own = take()
+                    elif queue:
+                        node = popq(queue)[1]
+                        gnode = pop(node)
+                        own = node in owned
+                    else:
+                        break
+                prim = node.prim
+                if prim is None:
+                    _accumulate(node.variable, gnode, own, False)
+                    node = None
+                    continue
+                if node.retained is not None:
+                    kept = node.retained()
+                    if kept is not None:
+                        _accumulate(kept, gnode, False, False)
+                form, local_rule, nary, vjps, broadcasts, nsaved, saves = prim.plan
+                if saves:
+                    saved = node.saved
+                    if saved is FREED:
+                        raise RuntimeError(FREED_MESSAGE)
+                    ans = node.ans
+                    if release:
+                        node.saved = FREED
+                        node.ans = None
+                else:
+                    saved = ()
+                    ans = None
+                if form:
+                    # g * factor or g / divisor (see run)
+                    to = node.next[0]
+                    local = (
+                        local_rule(xp, ans, node.ctx, saved[0])
+                        if nsaved
+                        else local_rule(xp, ans, node.ctx)
+                    )
+                    if (
+                        own
+                        and gnode.size >= big
+                        and (
+                            type(local) is float
+                            or (
+                                type(local) is ndarray
+                                and local.shape == gnode.shape
+                                and (local.dtype == gnode.dtype or local.dtype.kind == "b")
+                            )
+                        )
+                    ):
+                        if form == FACTOR:
+                            NUMPY.multiply_into(gnode, local)
+                        else:
+                            NUMPY.divide_into(gnode, local)
+                    else:
+                        gnode = gnode * local if form == FACTOR else gnode / local
+                        own = type(gnode) is ndarray
+                    local = saved = ans = None
+                    if to.uses == 1:
+                        node = to
+                        continue
+                    _collect(to, gnode, own, grads, owned, queue)
+                    node = gnode = None
+                    continue
+                edges = node.next
+                ctx = node.ctx
+                shapes = ctx if broadcasts else None
+                node = nxt = None
+                i = -1
+                for to in edges:
+                    i += 1
+                    if to is None:
+                        continue
+                    if nary:
+                        pg = vjps[0](xp, gnode, ans, ctx, i)
+                    else:
+                        rule = vjps[i]
+                        if rule is identity:
+                            pg = gnode
+                        elif rule is None:
+                            continue
+                        elif nsaved == 2:
+                            pg = rule(xp, gnode, ans, ctx, saved[0], saved[1])
+                        elif nsaved == 0:
+                            pg = rule(xp, gnode, ans, ctx)
+                        else:
+                            pg = rule(xp, gnode, ans, ctx, *saved)
+                        if pg is None:
+                            continue
+                    if shapes is not None and pg.shape != shapes[i]:
+                        pg = xp.sum_to(pg, shapes[i])
+                    fresh = type(pg) is ndarray and pg.base is None and pg is not gnode
+                    if to.uses == 1:
+                        if nxt is not None:
+                            ready_append((nxt, gnxt, own))
+                        nxt, gnxt, own = to, pg, fresh
+                        continue
+                    _collect(to, pg, fresh, grads, owned, queue)
+                pg = saved = ans = None
+                if nxt is not None:
+                    node, gnode = nxt, gnxt
+                    gnxt = None
+                else:
+                    gnode = None
+    finally:
+        set_mode(prev_mode)
 
 
 def _collect(

@@ -28,7 +28,7 @@ from .backend import NUMPY
 from .node import DIVISOR, FACTOR, GENERAL, Node, next_seq
 from .shapes import check_broadcast
 from .state import GRAD, TRACE
-from .tensor import Tensor, accumulator, lift, trace
+from .tensor import _FLOAT64, FLOAT64_SCALARS, Tensor, accumulator, lift, trace
 
 _ndarray = NUMPY.ndarray
 
@@ -81,7 +81,10 @@ class Primitive:
         #: input shapes (None when none was), and backward sums each gradient back down
         self.broadcasts = broadcasts
         #: what backward reads of a primitive, in one attribute
-        self.plan = (form, local, nary, self.vjps, broadcasts, len(self.save_in))
+        self.plan = (
+            form, local, nary, self.vjps, broadcasts, len(self.save_in),
+            bool(self.save_in) or self.save_ans,
+        )  # fmt: skip
 
     @property
     def local(self) -> Callable[..., Any] | None:
@@ -91,7 +94,7 @@ class Primitive:
     @local.setter
     def local(self, rule: Callable[..., Any] | None) -> None:
         self._local = rule
-        self.plan = (self.form, rule, self.nary, self.vjps, self.broadcasts, len(self.save_in))
+        self.plan = (self.plan[0], rule, *self.plan[2:])
 
     def saved(self, values: Sequence[Any]) -> tuple[Any, ...]:
         """The values of the inputs a node of this primitive keeps (``values``: arrays)."""
@@ -543,6 +546,7 @@ def binary(
     off_default = _state.OFF_DEFAULT
     new_tensor, new_node = Tensor.__new__, Node.__new__
     label = public_name or name
+    f64, f64_scalars = _FLOAT64, FLOAT64_SCALARS
 
     # The hot path of every elementwise op of two inputs: record() written out, the edges
     # inlined.
@@ -559,7 +563,21 @@ def binary(
                 if xd.size != 1 and yd.size != 1:
                     check_broadcast(name, xs, ys)
         else:
-            x, y, shapes = _operands(name, x, y)
+            # A Python float beside a float64 tensor: its cached constant, found here
+            # without the general conversion (``h * y + 0.5``).
+            c = None
+            if type(y) is float and type(x) is Tensor and x.data.dtype is f64:
+                c = f64_scalars.get(y)
+                if c is not None:
+                    y = c
+            elif type(x) is float and type(y) is Tensor and y.data.dtype is f64:
+                c = f64_scalars.get(x)
+                if c is not None:
+                    x = c
+            if c is None:
+                x, y, shapes = _operands(name, x, y)
+            else:
+                shapes = None  # a 0-d constant never grows the result
             xd = x.data
             yd = y.data
         out = run(xd, yd)
@@ -576,7 +594,10 @@ def binary(
                 tx.uses += 1
             ty = y.grad_fn
             if ty is None and y.requires_grad:
-                ty = accumulator(y)
+                ref = y._acc  # accumulator(y) inlined: a leaf used again (W2's y)
+                ty = ref() if ref is not None else None
+                if ty is None:
+                    ty = accumulator(y)
             if ty is not None:
                 ty.uses += 1
             node = new_node(Node)

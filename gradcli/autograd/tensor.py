@@ -289,8 +289,10 @@ def from_numpy(arr: Any, requires_grad: bool = False) -> Tensor:
 
 
 #: constants of Python numbers, by dtype and value (read-only, shared)
-_SCALARS: dict[Any, dict[float, Tensor]] = {}
 _FLOAT64 = np.dtype(np.float64)
+_SCALARS: dict[Any, dict[float, Tensor]] = {}
+#: the constants of float64, the common case, which binary operators look up directly
+FLOAT64_SCALARS: dict[float, Tensor] = _SCALARS.setdefault(_FLOAT64, {})
 
 
 def lift(x: Any, like: Any = None) -> Tensor:
