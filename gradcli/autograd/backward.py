@@ -418,8 +418,10 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool) -> None:
                         if nxt is not None:
                             ready_append((nxt, gnxt, own))
                         nxt, gnxt, own = to, pg, fresh
-                        continue
-                    _collect(to, pg, fresh, grads, owned, queue)
+                    elif to in owned:
+                        grads[to] += pg  # a later term into a buffer of ours (_collect's case)
+                    else:
+                        _collect(to, pg, fresh, grads, owned, queue)
                 pg = saved = ans = None
                 if nxt is not None:
                     node, gnode = nxt, gnxt
