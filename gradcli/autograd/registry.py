@@ -451,7 +451,7 @@ def unary(
     save_ans = prim.save_ans
     state = _state.STATE
     off_default = _state.OFF_DEFAULT
-    new_tensor, new_node = Tensor.__new__, Node.__new__
+    new_tensor = Tensor.__new__
 
     # The hot path of every elementwise op: record() written out, the edge inlined.
     def apply(x: Any) -> Tensor:
@@ -465,7 +465,7 @@ def unary(
         t.label = None
         mode = state.mode if off_default else GRAD
         if mode and x.requires_grad:
-            node = new_node(Node)
+            node = Node()  # no __init__: the quickest way to make one
             node.prim = prim
             to = x.grad_fn
             if to is None:
@@ -544,7 +544,7 @@ def binary(
     save_ans = prim.save_ans
     state = _state.STATE
     off_default = _state.OFF_DEFAULT
-    new_tensor, new_node = Tensor.__new__, Node.__new__
+    new_tensor = Tensor.__new__
     label = public_name or name
     f64, f64_scalars = _FLOAT64, FLOAT64_SCALARS
 
@@ -600,7 +600,7 @@ def binary(
                     ty = accumulator(y)
             if ty is not None:
                 ty.uses += 1
-            node = new_node(Node)
+            node = Node()  # no __init__: the quickest way to make one
             node.prim = prim
             node.next = (tx, ty)
             node.saved = (xd if save_x else None, yd if save_y else None) if keep_inputs else ()

@@ -385,7 +385,7 @@ def record(
     if now:
         for x in inputs:
             if type(x) is Tensor and x.requires_grad:
-                node = Node.__new__(Node)
+                node = Node()
                 node.prim = prim
                 if len(inputs) == 1:  # x requires grad: its node, or its leaf's accumulator
                     to: Node | AccumulateGrad | None = x.grad_fn
