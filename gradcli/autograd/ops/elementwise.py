@@ -31,12 +31,21 @@ TENSOR_ONLY["zeros_like"] = lambda x: const(NUMPY.zeros_like(x.data))
 TENSOR_ONLY["constant"] = lambda value, dtype: const(NUMPY.constant(value, dtype))
 
 
+_ndarray = NUMPY.ndarray
+#: tanh's factor on float64 arrays, the common case, reads its one without a call
+_ONE64 = NUMPY.constant(1.0, "float64")
+_FLOAT64 = _ONE64.dtype
+
+
 def _tanh_factor(xp: Any, ans: Any, ctx: Any) -> Any:
     """``1 - ans^2``. On large arrays as ``-(ans ans - 1)``, the same bits, where NumPy
     reuses the temporary ``ans ans`` for the subtraction (one array less at the peak of
     backward); on small ones, and on tensors (``create_graph``), the plain form."""
-    if type(ans) is NUMPY.ndarray and ans.size >= 1 << 14:
-        return -(ans * ans - 1.0)
+    if type(ans) is _ndarray:
+        if ans.size >= 1 << 14:
+            return -(ans * ans - 1.0)
+        if ans.dtype is _FLOAT64:
+            return _ONE64 - ans * ans
     return xp.constant(1.0, ans.dtype) - ans * ans
 
 
