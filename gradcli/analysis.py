@@ -573,6 +573,9 @@ class Optimization:
     converged: bool = False
     #: the run was stopped from outside (Ctrl-C): the result so far
     interrupted: bool = False
+    #: what the table's caption says beyond the numbers: a thinned loss history (the CLI
+    #: prints them on stderr when there is no table)
+    notes: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.steps_run is None:
@@ -735,14 +738,14 @@ def optimize(
     for n in setup.wanted:
         g = leaves[n].grad
         final[n] = (leaves[n].data, None if g is None else g.data)
-    warnings = fp.messages()
+    notes = []
     if history.every > 1:
-        warnings.append(
+        notes.append(
             f"the loss history of {steps_run:,} steps is thinned to one loss every "
             f"{history.every:,} steps ({len(history.kept):,} losses and the final one; "
             f"raise --max-history, now {max_history:,}, to keep more)"
         )
     return Optimization(
-        expr, optimizer, lr, steps, [*history.kept, last], final, warnings, history.every,
-        steps_run=steps_run, tol=tol, converged=converged, interrupted=interrupted,
+        expr, optimizer, lr, steps, [*history.kept, last], final, fp.messages(), history.every,
+        steps_run=steps_run, tol=tol, converged=converged, interrupted=interrupted, notes=notes,
     )  # fmt: skip

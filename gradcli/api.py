@@ -42,7 +42,10 @@ class Result:
 
     ``grads[name]`` is ``None`` for an input that was not asked for (not in ``wrt``);
     ``intermediates[name]`` is ``(value, grad)`` with ``grad`` ``None`` where the binding
-    depends on no ``wrt`` input.
+    depends on no ``wrt`` input. ``warnings`` are the floating-point problems met (overflow
+    counts, non-finite values); ``notes`` say what was done with the gradients (the implicit
+    sum, clipping), which the CLI's table caption also says (docs/commands.md, "Notes and
+    warnings").
     """
 
     expr: str
@@ -54,6 +57,7 @@ class Result:
     clip: dict[str, float] | None = None
     id: Any = None
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def total_grad_norm(self) -> float:
@@ -362,11 +366,14 @@ def evaluate(
             clip = {"clip_value": clip_value}
 
     warnings = fp.messages()
+    notes = []
     if reduction == "sum":
-        warnings.append(
+        notes.append(
             f"the output has shape {out.shape}: gradients are those of sum(output), as "
             "z.sum().backward() (give grad_output for a vector-Jacobian product)"
         )
+    if clip is not None:
+        notes.append(_clip_note(clip))
     if ev.literal_overflow:
         warnings.append("a number in the program is too large for a float and became inf")
     if not E.all_finite(out.data):
@@ -385,7 +392,22 @@ def evaluate(
         clip=clip,
         id=id,
         warnings=warnings,
+        notes=notes,
     )
+
+
+def _clip_note(clip: dict[str, float]) -> str:
+    """What clipping did, in a sentence (the table's caption says it with --precision)."""
+    if "clip_value" in clip:
+        v = abs(float(clip["clip_value"]))
+        return f"gradients clamped to [-{v:.6g}, {v:.6g}]"
+    p, total, max_norm = clip["norm_type"], clip["total_norm"], clip["max_norm"]
+    if float(clip["scale"]) < 1.0:
+        return (
+            f"gradients clipped: total {p:.6g}-norm {total:.6g} > max_norm {max_norm:.6g}, "
+            f"scaled by {clip['scale']:.6g}"
+        )
+    return f"gradients not clipped: total {p:.6g}-norm {total:.6g} <= max_norm {max_norm:.6g}"
 
 
 REQUEST_FIELDS = (

@@ -155,6 +155,7 @@ def eval_command(
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
@@ -195,7 +196,7 @@ def eval_command(
         result = evaluate(**kwargs, max_elements=max_elements, max_program_chars=max_program_chars)
         if save is not None:  # before printing: a failed save must not follow a success
             save_result(str(save), result.to_json, arrays_to_save(result))
-        present.print_warnings(result.warnings, present.make_console(stderr=True))
+        _report(result, quiet=quiet, table=not json_out)
         if json_out:
             _print_line(dumps(result.to_json()))
         else:
@@ -217,6 +218,7 @@ def batch_command(
     max_line_bytes: options.MaxLineBytesOpt = options.DEFAULT_MAX_LINE_BYTES,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
+    quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
 ) -> None:
     with _failures(True, debug):
@@ -234,7 +236,7 @@ def batch_command(
             max_line_bytes=max_line_bytes,
             max_elements=max_elements,
             max_program_chars=max_program_chars,
-            progress_total=total if _batch_shows_progress() and source != "-" else None,
+            progress_total=None if quiet or source == "-" or not _batch_shows_progress() else total,
             debug=debug,
         )
         if failed:
@@ -290,10 +292,10 @@ def _check_save(save: Path | None) -> None:
         check_save_path(str(save))
 
 
-def _emit(result: Any, json_out: bool, show: Callable[[Any], None]) -> None:
-    """The result's warnings on stderr, then the result as one line of JSON, or drawn by
-    ``show`` on the console."""
-    _print_warnings(result.warnings)
+def _emit(result: Any, json_out: bool, quiet: bool, show: Callable[[Any], None]) -> None:
+    """The result's warnings (and its notes, without a table) on stderr, then the result as
+    one line of JSON, or drawn by ``show`` on the console."""
+    _report(result, quiet=quiet, table=not json_out)
     if json_out:
         from .io import dumps
 
@@ -304,11 +306,15 @@ def _emit(result: Any, json_out: bool, show: Callable[[Any], None]) -> None:
         show(present.make_console())
 
 
-def _print_warnings(warnings: list[str]) -> None:
-    if warnings:
+def _report(result: Any, *, quiet: bool, table: bool) -> None:
+    """The result's warnings on stderr, and its notes (the implicit sum, clipping, a thinned
+    history) when no table is printed: a table's caption says them, and a thing is said
+    once. ``--quiet``: neither (docs/commands.md, "Notes and warnings")."""
+    notes = [] if table else getattr(result, "notes", [])
+    if (result.warnings or notes) and not quiet:
         from . import present
 
-        present.print_warnings(warnings, present.make_console(stderr=True))
+        present.print_warnings(result.warnings, present.make_console(stderr=True), notes=notes)
 
 
 @_command("check", options.CHECK_HELP, no_args_is_help=True)
@@ -338,6 +344,7 @@ def check_command(
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
     max_passes: options.MaxPassesOpt = options.DEFAULT_MAX_PASSES,
+    quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
@@ -348,7 +355,7 @@ def check_command(
             "check", expr, values, file, inputs, wrt, dtype, seed, limits,
             eps=eps, rtol=rtol, atol=atol, order=order, max_passes=max_passes,
         )  # fmt: skip
-        _emit(result, json_out, lambda console: present.print_check(result, console))
+        _emit(result, json_out, quiet, lambda console: present.print_check(result, console))
         if not result.ok:
             raise typer.Exit(1)
 
@@ -370,6 +377,7 @@ def jacobian_command(
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
     max_passes: options.MaxPassesOpt = options.DEFAULT_MAX_PASSES,
+    quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
@@ -392,7 +400,7 @@ def jacobian_command(
                 },
             )
         _emit(
-            result, json_out,
+            result, json_out, quiet,
             lambda console: present.print_jacobian(result, console, precision=precision, full=full),
         )  # fmt: skip
 
@@ -413,6 +421,7 @@ def hessian_command(
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
     max_passes: options.MaxPassesOpt = options.DEFAULT_MAX_PASSES,
+    quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
@@ -430,7 +439,7 @@ def hessian_command(
                 str(save), result.to_json, {"output": result.value, "hessian": result.hessian}
             )
         _emit(
-            result, json_out,
+            result, json_out, quiet,
             lambda console: present.print_hessian(result, console, precision=precision),
         )  # fmt: skip
 
@@ -442,7 +451,13 @@ def graph_command(
     file: options.FileOpt = None,
     inputs: options.InputsOpt = None,
     wrt: options.WrtOpt = None,
-    dot: Annotated[bool, typer.Option("--dot", help="Write Graphviz DOT text.")] = False,
+    dot: Annotated[
+        bool,
+        typer.Option(
+            "--dot",
+            help="Write Graphviz DOT text (drawing it needs Graphviz's dot program).",
+        ),
+    ] = False,
     dtype: options.DTypeOpt = options.DType.float64,
     seed: options.SeedOpt = 0,
     json_out: options.JsonOpt = False,
@@ -450,6 +465,7 @@ def graph_command(
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
@@ -458,11 +474,11 @@ def graph_command(
 
         result = _analyse("graph", expr, values, file, inputs, wrt, dtype, seed, limits)
         if dot and not json_out:
-            _print_warnings(result.warnings)
+            _report(result, quiet=quiet, table=False)
             sys.stdout.write(result.to_dot())
             return
         _emit(
-            result, json_out,
+            result, json_out, quiet,
             lambda console: present.print_graph(result, console, precision=precision),
         )  # fmt: skip
 
@@ -511,13 +527,14 @@ def optimize_command(
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
         from . import present
 
-        with _StopOnCtrlC() as ctrl_c, _StepProgress(steps) as on_step:
+        with _StopOnCtrlC() as ctrl_c, _StepProgress(steps, shown=not quiet) as on_step:
             result = _analyse(
                 "optimize", expr, values, file, inputs, wrt, dtype, seed, limits,
                 optimizer=optimizer.value, steps=steps, lr=lr, momentum=momentum,
@@ -530,7 +547,7 @@ def optimize_command(
         if result.interrupted:
             sys.stderr.write(f"interrupted after {result.steps_run} of {steps} steps\n")
         _emit(
-            result, json_out,
+            result, json_out, quiet,
             lambda console: present.print_optimization(
                 result, console, precision=precision, full=full
             ),
@@ -633,14 +650,16 @@ def _batch_shows_progress() -> bool:
 
 class _StepProgress:
     """optimize's progress bar on stderr, on a terminal only: steps done, the loss, time
-    elapsed and time remaining. Nothing is written to stdout while it runs."""
+    elapsed and time remaining (not with ``--quiet``). Nothing is written to stdout while it
+    runs."""
 
-    def __init__(self, steps: int) -> None:
+    def __init__(self, steps: int, *, shown: bool = True) -> None:
         self.steps = steps
+        self.shown = shown
         self.display: Any = None
 
     def __enter__(self) -> Callable[[int, float], None] | None:
-        if self.steps < 2 or not sys.stderr.isatty():
+        if not self.shown or self.steps < 2 or not sys.stderr.isatty():
             return None
         from rich.progress import (
             BarColumn,

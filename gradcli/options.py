@@ -146,6 +146,14 @@ MaxLineBytesOpt = Annotated[
     ),
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks.")]
+QuietOpt = Annotated[
+    bool,
+    typer.Option(
+        "-q",
+        "--quiet",
+        help="Print no notes, warnings or progress bar on stderr (errors still are).",
+    ),
+]
 GradOutputOpt = Annotated[
     str | None,
     typer.Option(
@@ -202,14 +210,16 @@ Each line is a request {"expr": ..., "inputs": {...}, "wrt", "grad_output", "cli
 written, so gradcli works as a coprocess. A bad line gets an error response (with its
 "input_line") and the stream goes on; the exit code is 1 if any line failed.
 
-With stderr a terminal, a progress bar runs there; the responses still go to stdout.
+With stderr a terminal, a progress bar runs there (not with --quiet); the responses
+still go to stdout.
 
 \b
 Examples:
   printf '%s\\n' '{"expr": "sum(a*b)", "inputs": {"a": [1,2], "b": [3,4]}}' | gradcli batch
   printf '%s\\n' '{"expr": "sum(a*b)", "inputs": {"a": [1,2], "b": [3,4]}}' > requests.ndjson
   gradcli batch requests.ndjson > responses.ndjson
-  gradcli batch requests.ndjson --accumulate | tail -n 1
+  gradcli batch examples/requests.ndjson --accumulate | tail -n 1
+  (the second example writes requests.ndjson; examples/requests.ndjson holds five)
 """
 
 
@@ -252,7 +262,7 @@ Examples:
   gradcli graph "h = a*b; sum(h + b)" a='[1,2]' b='[3,4]'
   gradcli graph "sum(tanh(W @ x))" W="randn(2, 2)" x='[1,2]' --dot
   gradcli graph "sum(tanh(W @ x))" W="randn(2, 2)" x='[1,2]' --dot | dot -Tsvg > graph.svg
-  (the last one needs Graphviz's dot program to draw the DOT text)
+  (the last needs Graphviz's dot program: apt install graphviz, brew install graphviz)
 """
 
 OPTIMIZE_HELP = """Minimise a scalar expression over the --wrt inputs by gradient descent.

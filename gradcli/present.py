@@ -245,7 +245,7 @@ def _caption(result: Result, precision: int) -> Text:
 
 def _base_table(result: Result, precision: int, *, show_header: bool = True) -> Table:
     return Table(
-        title=_text(result.expr),
+        title=_text(result.expr.strip()),  # a file's program ends with a newline
         caption=_caption(result, precision),
         caption_justify="left",
         box=box.HEAVY_HEAD,
@@ -320,6 +320,44 @@ def _as_list(table: Table) -> Group:
     return Group(*parts)
 
 
+class _Trimmed:
+    """``renderable`` with the spaces that end its lines removed: rich pads a centred title,
+    a caption and a table without side borders out to the table's width, and a line that
+    ends in spaces is noise in a file or a pipe (docs/commands.md, "Tables")."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.renderable)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in Segment.split_lines(console.render(self.renderable, options)):
+            while line and not line[-1].control and not line[-1].text.rstrip(" "):
+                line.pop()
+            if line and not line[-1].control:
+                text, style, _ = line[-1]
+                line[-1] = Segment(text.rstrip(" "), style)
+            yield from line
+            yield Segment.line()
+
+
+def _show(console: Console, renderable: RenderableType, **options: Any) -> None:
+    """Print ``renderable`` without trailing spaces on its lines (:class:`_Trimmed`)."""
+    console.print(_Trimmed(renderable), **options)
+
+
+def _captioned(table: Table) -> RenderableType:
+    """``table`` with its caption as lines of their own under it, left-aligned and wrapped
+    at the console's width: rich wraps a caption at the table's width, so a caption longer
+    than a narrow table would fold onto lines that a wide terminal has room for."""
+    caption = table.caption
+    if not caption:
+        return table
+    table.caption = None
+    return Group(table, caption if isinstance(caption, Text) else Text(str(caption)))
+
+
 def _fits(console: Console, table: Table) -> bool:
     """Whether ``table`` can be drawn within the console's width without cutting a cell's
     longest word (a number) short."""
@@ -328,7 +366,7 @@ def _fits(console: Console, table: Table) -> bool:
 
 def _print_table(console: Console, table: Table) -> None:
     """Print ``table``, or, on a terminal too narrow for it, the same content as a list."""
-    console.print(table if _fits(console, table) else _as_list(table))
+    _show(console, _captioned(table) if _fits(console, table) else _as_list(table))
 
 
 def _min_width(console: Console, table: Table) -> int:
@@ -343,11 +381,10 @@ def print_result(
     a line) instead, and a plain list where even that does not fit: a column is never drawn
     narrower than its numbers, so no number is cut short or dropped."""
     table = result_table(result, precision=precision, full=full)
-    layout: Table | Group = table
     if not _fits(console, table):
         stacked = _stacked_table(result, precision=precision, full=full)
-        layout = stacked if _fits(console, stacked) else _as_list(table)
-    console.print(layout)
+        table = stacked if _fits(console, stacked) else table
+    _show(console, _captioned(table) if _fits(console, table) else _as_list(table))
 
 
 def print_error(err: GradcliError, console: Console) -> None:
@@ -363,11 +400,13 @@ def print_error(err: GradcliError, console: Console) -> None:
         console.print(context, soft_wrap=True, highlight=False, markup=False)
 
 
-def print_warnings(warnings: Iterable[str], console: Console) -> None:
-    """Print each warning as ``warning: <text>``."""
-    for warning in warnings:
-        text = Text.assemble(("warning", "yellow"), ": ", escape_controls(warning))
-        console.print(text, soft_wrap=True)
+def print_warnings(warnings: Iterable[str], console: Console, *, notes: Iterable[str] = ()) -> None:
+    """Print each warning as ``warning: <text>``, then each note as ``note: <text>``: one
+    line each, whatever the terminal's width."""
+    for label, style, lines in (("warning", "yellow", warnings), ("note", "cyan", notes)):
+        for line in lines:
+            text = Text.assemble((label, style), ": ", escape_controls(line))
+            console.print(text, soft_wrap=True)
 
 
 class _TerminalConsole(Console):
@@ -394,7 +433,7 @@ def print_functions(functions: Iterable[Any], console: Console) -> None:
     for f in functions:
         name = f.name + (f" ({', '.join(f.aliases)})" if f.aliases else "")
         table.add_row(Text(name), Text(f.signature), Text(f.summary), Text(f.derivative))
-    console.print(table)
+    _show(console, table)
 
 
 # --------------------------------------------------------------------------------------
@@ -467,11 +506,12 @@ def print_graph(g: Any, console: Console, *, precision: int = 4, max_nodes: int 
 
     nodes = g.nodes
     if len(nodes) > max_nodes:
-        console.print(
+        _show(
+            console,
             Text(
                 f"the graph has {len(nodes)} nodes: too many to draw as a tree "
                 "(use --json or --dot)"
-            )
+            ),
         )
         return
 
@@ -504,8 +544,7 @@ def print_graph(g: Any, console: Console, *, precision: int = 4, max_nodes: int 
             else:
                 drawn.add(i)
                 stack.append((branch.add(label(child)), child))
-    console.print(_text(g.expr, style="bold"))
-    console.print(root)
+    _show(console, Group(_text(g.expr, style="bold"), root))
 
 
 def _short_array(a: np.ndarray, precision: int) -> str:
@@ -581,13 +620,12 @@ def print_optimization(
         ran = f"interrupted after {ran}"
     elif opt.converged:
         ran += f" (loss change < tol {opt.tol:g})"
-    table = Table(
-        title=_text(f"{opt.optimizer} on {opt.expr}"),
-        caption=Text(
-            f"{ran}, lr {opt.lr:g}: loss {_num(opt.losses[0], precision)} → "
-            f"{_num(opt.losses[-1], precision)}"
-        ),
-    )
+    caption = [
+        f"{ran}, lr {opt.lr:g}: loss {_num(opt.losses[0], precision)} → "
+        f"{_num(opt.losses[-1], precision)}",
+        *opt.notes,  # a thinned loss history
+    ]
+    table = Table(title=_text(f"{opt.optimizer} on {opt.expr}"), caption=Text("\n".join(caption)))
     table.add_column("name", no_wrap=True)
     table.add_column("shape", no_wrap=True)
     table.add_column("final value", overflow="fold")
@@ -600,6 +638,6 @@ def print_optimization(
             ArrayCell(grad, precision=precision, full=full) if grad is not None else Text(NO_GRAD),
         )
     _print_table(console, table)
-    console.print(Text("loss", style="bold"))
+    _show(console, Text("loss", style="bold"))
     plot = loss_plot(opt.losses, width=console.width, last_step=opt.steps_run, every=opt.loss_every)
-    console.print(plot, soft_wrap=True)
+    _show(console, plot, soft_wrap=True)

@@ -1,5 +1,7 @@
-"""Tests of the command line (SPEC §2): real ``python -m gradcli`` processes for the key
-cases, typer's CliRunner (after the CLI's own argv pre-processing) for the cheaper ones.
+"""Tests of the command line (docs/commands.md; exit codes and error objects as in
+docs/json.md, "Error", "Exit codes and error kinds"): real ``python -m gradcli`` processes
+for the key cases, typer's CliRunner (after the CLI's own argv pre-processing) for the
+cheaper ones.
 
 Every error case is checked for: the exit code of its kind, a one-line ``error...`` cause as
 the first line of stderr, no Python traceback anywhere, and in ``--json`` mode a strict-JSON
@@ -73,12 +75,16 @@ def test_tutorial_table() -> None:
     assert "10.0995" in out  # the total gradient norm, sqrt(102)
 
 
-def test_tutorial_warns_about_the_implicit_sum_on_stderr() -> None:
-    # SPEC §2 Output: "warnings (non-finite values, the implicit sum) and errors to stderr"
+def test_tutorial_says_the_implicit_sum_once() -> None:
+    # docs/commands.md, "Notes and warnings": the caption under a table says the implicit
+    # sum; without a table (--json) a note on stderr says it
     r = run(*TUTORIAL)
     assert r.code == 0
-    assert "warning" in r.stderr.lower()
-    assert "sum" in r.stderr
+    assert r.stderr == ""
+    assert "sum" in r.stdout.split("output", 1)[1]
+    j = run(*TUTORIAL, "--json")
+    assert j.code == 0
+    assert j.stderr.startswith("note: ") and "sum" in j.stderr
 
 
 def test_tutorial_json_is_the_spec_response() -> None:

@@ -92,7 +92,7 @@ def cli_cleanly(args: list[str], stdin: str | bytes | None = None, *, lines: int
     assert "internal error" not in out + err, (args, err)
     if err.strip():
         first = next(line for line in err.splitlines() if line.strip())
-        assert first.startswith(("error", "warning")), (args, first)
+        assert first.startswith(("error", "warning", "note")), (args, first)
     if lines is not None:
         assert len(out.splitlines()) == lines, (args, out)
     return [json.loads(line, parse_constant=_refuse) for line in out.splitlines()]
@@ -232,8 +232,9 @@ EVAL_OPTIONS = _eval_options()
 
 
 def _cli_soup(text: str, as_value: bool) -> None:
-    # `eval -h` is the help flag and `--` ends the options, whatever SPEC says about
-    # expressions that begin with `-`: such texts are command-line syntax, not programs
+    # `eval -h` is the help flag and `--` ends the options, whatever docs/cli.md ("Options
+    # and arguments") says about expressions that begin with `-`: such texts are
+    # command-line syntax, not programs
     if not as_value:
         assume(text.strip() != "--" and text.split("=", 1)[0].strip() not in EVAL_OPTIONS)
     if as_value:
@@ -332,7 +333,7 @@ def _subprocess(args: list[str | bytes], stdin: bytes | None = None) -> None:
     assert "Traceback" not in out + err, err
     assert "internal error" not in out + err, err
     if err.strip():
-        assert err.lstrip().startswith(("error", "warning")), err
+        assert err.lstrip().startswith(("error", "warning", "note")), err
 
 
 @pytest.mark.parametrize(

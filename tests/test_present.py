@@ -327,6 +327,17 @@ def test_print_warnings() -> None:
     ]
 
 
+def test_print_warnings_then_notes() -> None:
+    console = _console()
+    print_warnings(["overflow in exp"], console, notes=["the output has shape (2,)", "[b]"])
+    out = console.file.getvalue()  # type: ignore[attr-defined]
+    assert out.splitlines() == [
+        "warning: overflow in exp",
+        "note: the output has shape (2,)",
+        "note: [b]",
+    ]
+
+
 def test_make_console(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_COLOR", "1")
     console = make_console(stderr=True)

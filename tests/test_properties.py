@@ -65,7 +65,7 @@ def long(name: str) -> Any:
 
 
 def normalize(obj: Any) -> Any:
-    """JSON-shaped data with non-finite floats spelled as SPEC's strings."""
+    """JSON-shaped data with non-finite floats spelled as docs/json.md's strings ("Conventions")."""
     if isinstance(obj, float):
         if math.isnan(obj):
             return "nan"
@@ -452,7 +452,9 @@ def cli_matches(p: Program, mode: str, seed: int, special: int, mask: list[bool]
     if mode != "batch":
         err_lines = [line for line in run.stderr.splitlines() if line.strip()]
         if isinstance(expected, gradcli.Result):
-            assert err_lines == [f"warning: {w}" for w in expected.warnings], run.stderr
+            said = [f"warning: {w}" for w in expected.warnings]
+            said += [f"note: {n}" for n in expected.notes]  # --json: no caption says them
+            assert err_lines == said, run.stderr
         else:
             assert err_lines and err_lines[0].startswith("error"), run.stderr
 
