@@ -5,7 +5,7 @@ random inputs. Alongside the text it builds the *same* computation as a tree of 
 functions, written here and independent of gradcli, so that a test can compare values
 (``Program.run``) and differentiate by central finite differences.
 
-What is generated (SPEC §1): the operators ``+ - * / ** ^ @``, the comparisons, unary ``-``
+What is generated (docs/language.md): the operators ``+ - * / ** ^ @``, the comparisons, unary ``-``
 and ``+``, every elementwise function with its argument kept in its domain
 (``log(abs(x) + 0.5)``, ``arccosh(x ** 2 + 1.25)``, ``arcsin(tanh(x) * 0.9)``), the
 reductions with random axes (ints, negative ints, tuples, lists) and ``keepdims``, softmax,
@@ -50,7 +50,7 @@ __all__ = [
     "token_soups",
 ]
 
-# Precedence levels of SPEC §1 (higher binds tighter).
+# Precedence levels of docs/language.md, "Operators and precedence" (higher binds tighter).
 CMP, SUM, PRODUCT, UNARY, POWER, POSTFIX, ATOM = range(1, 8)
 
 #: input names: ASCII, Unicode letters, and names that shadow the constants ``pi`` and ``e``
@@ -70,7 +70,8 @@ MAX_NDIM = 3  # most axes of a generated value
 
 class Ctx:
     """One evaluation of a program in NumPy: the environment, the random generator of the
-    program (SPEC: one ``default_rng(seed)`` per program, in evaluation order), the branch
+    program (docs/language.md, "Random constructors": one ``default_rng(seed)`` per program,
+    in evaluation order), the branch
     signature and the largest magnitude seen."""
 
     def __init__(self, env: dict[str, np.ndarray], seed: int = 0) -> None:
@@ -370,7 +371,7 @@ def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------
-# Number spellings (SPEC: Python's float-literal syntax)
+# Number spellings (docs/language.md, "Numbers and dtype": Python's float-literal syntax)
 # --------------------------------------------------------------------------------------
 
 NUMBERS = (1.0, 2.0, 0.5, 3.0, 1.5, 0.25, 10.0, 0.1, 4.0, 0.0, 2.5, 100.0)

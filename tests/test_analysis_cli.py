@@ -2,9 +2,10 @@
 ``graph`` (and ``--dot``), ``optimize`` and ``functions``, in table and ``--json`` mode.
 
 Real ``python -m gradcli`` processes (each launched once and cached); the JSON documents are
-checked against SPEC §2 "JSON of the other commands" (extra keys are allowed), the exit codes
-against SPEC's table. ``--help`` texts and their examples run in-process through typer's
-CliRunner (cheap), after the CLI's own argv pre-processing.
+checked against docs/json.md, "jacobian --json" to "functions --json" (extra keys are
+allowed), the exit codes against its table "Exit codes and error kinds". ``--help`` texts
+and their examples run in-process through typer's CliRunner (cheap), after the CLI's own
+argv pre-processing.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def test_check_json_passes_with_exit_0():
     assert set(j) >= {"expr", "ok", "eps", "rtol", "atol", "inputs"}
     assert j["expr"] == "sum(tanh(W @ x))"
     assert j["ok"] is True
-    assert (j["eps"], j["rtol"], j["atol"]) == (1e-6, 1e-5, 1e-8)  # SPEC's defaults
+    assert (j["eps"], j["rtol"], j["atol"]) == (1e-6, 1e-5, 1e-8)  # docs/commands.md, "check"
     assert list(j["inputs"]) == ["W", "x"]
     for name, ndim in (("W", 2), ("x", 1)):
         c = j["inputs"][name]
@@ -302,14 +303,15 @@ def test_optimize_unknown_optimizer_is_a_usage_error():
 # functions
 # --------------------------------------------------------------------------------------------
 
-SPEC_FUNCTIONS = """
+# docs/language.md, "Function calls": the functions and aliases it lists
+DOCUMENTED_FUNCTIONS = """
 abs sign sqrt square exp expm1 log log2 log10 log1p sin cos tan arcsin arccos arctan sinh cosh
 tanh arcsinh arccosh arctanh sigmoid relu softplus floor ceil round maximum minimum arctan2 pow
 clip where sum mean prod max min norm logsumexp var std softmax log_softmax reshape transpose
 flatten squeeze expand_dims concatenate stack flip matmul dot outer trace diag det inv solve
 zeros ones full eye arange linspace rand randn
 """.split()  # noqa: SIM905
-SPEC_ALIASES = ["asin", "acos", "atan", "asinh", "acosh", "atanh", "atan2", "amax", "amin",
+DOCUMENTED_ALIASES = ["asin", "acos", "atan", "asinh", "acosh", "atanh", "atan2", "amax", "amin",
                 "concat"]  # fmt: skip
 
 
@@ -317,10 +319,10 @@ def test_functions_json_lists_every_function_with_its_texts():
     rows = run(*FUNCTIONS_JSON).expect(0).json
     assert isinstance(rows, list)
     by_name = {row["name"]: row for row in rows}
-    missing = sorted(set(SPEC_FUNCTIONS) - set(by_name))
+    missing = sorted(set(DOCUMENTED_FUNCTIONS) - set(by_name))
     assert not missing, f"functions missing from `gradcli functions`: {missing}"
     aliases = {a for row in rows for a in row.get("aliases", [])}
-    assert set(SPEC_ALIASES) <= aliases, sorted(set(SPEC_ALIASES) - aliases)
+    assert set(DOCUMENTED_ALIASES) <= aliases, sorted(set(DOCUMENTED_ALIASES) - aliases)
     for row in rows:
         for key in ("signature", "summary", "derivative"):
             assert isinstance(row.get(key), str) and row[key].strip(), (row["name"], key)
@@ -331,7 +333,7 @@ def test_functions_json_lists_every_function_with_its_texts():
 def test_functions_table():
     r = run(*FUNCTIONS_TABLE).expect(0)
     names = {line.split()[0] for line in r.stdout.splitlines() if line.split()}
-    missing = sorted(set(SPEC_FUNCTIONS) - names)
+    missing = sorted(set(DOCUMENTED_FUNCTIONS) - names)
     assert not missing, f"functions missing from the table: {missing}"
     assert "derivative" in r.stdout
 

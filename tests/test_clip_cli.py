@@ -1,4 +1,5 @@
-"""The gradient-handling flags of ``gradcli eval`` (SPEC §2, issue 3), through real processes.
+"""The gradient-handling flags of ``gradcli eval`` (docs/commands.md, "eval"; issue 3), through
+real processes.
 
 ``--wrt``, ``--grad-output``, ``--clip-norm`` / ``--norm-type`` and ``--clip-value`` on the
 tutorial's ``a*b+b`` with a = [3, 4], b = [5, 6] (gradients [5, 6] and [4, 5], total 2-norm
@@ -133,7 +134,7 @@ def test_grad_output_matrix() -> None:
 def test_grad_output_of_the_wrong_shape_names_both_shapes(grad_output: str) -> None:
     got = str(np.shape(json.loads(grad_output)))  # "(3,)", "(1, 2)", "()"
     r = ev("--grad-output", grad_output)
-    assert r.code == 1  # a shape error (SPEC: exit 1)
+    assert r.code == 1  # a shape error (docs/json.md, "Exit codes and error kinds": exit 1)
     assert "Traceback" not in r.stderr
     assert got in r.stderr
     assert "(2,)" in r.stderr
@@ -418,7 +419,7 @@ def test_batch_lines_with_clipping() -> None:
 
 
 def test_clipping_never_touches_a_binding_that_names_an_input() -> None:
-    # `h = x` binds the input itself; SPEC: only input gradients are clipped
+    # `h = x` binds the input itself; docs/commands.md, "eval": only input gradients are clipped
     import gradcli
 
     r = gradcli.evaluate("h = x; sum(h*3)", {"x": [3.0, 4.0]}, clip_value=0.5)

@@ -1,4 +1,5 @@
-"""SPEC §1 "Gradient conventions at non-differentiable points" — PyTorch's, with exact numbers.
+"""docs/conventions.md, "Gradient conventions" at non-differentiable points — PyTorch's,
+with exact numbers.
 
 Every expected number here was checked against torch 2.x (``torch.relu``, ``torch.abs``,
 ``torch.clamp``, ``torch.maximum``, ``torch.amax``, ``torch.linalg.vector_norm``,

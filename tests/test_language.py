@@ -1,4 +1,4 @@
-"""Tests of the expression language (SPEC §1) through ``gradcli.evaluate`` and the parser.
+"""Tests of the expression language (docs/language.md) through ``gradcli.evaluate`` and the parser.
 
 Exact values and gradients, error kinds, messages and 1-based positions.
 """
@@ -575,7 +575,7 @@ def test_float32_constructors_and_literals() -> None:
 
 
 # --------------------------------------------------------------------------------------
-# The Python API's types (SPEC §3: value and grads are numpy.ndarray)
+# The Python API's types (docs/api.md, "Result": value and grads are numpy.ndarray)
 # --------------------------------------------------------------------------------------
 
 

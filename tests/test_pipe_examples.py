@@ -58,7 +58,7 @@ def _run(args: list[str], stdin: str | None = None) -> subprocess.CompletedProce
 
 
 def _assert_names_both_shapes(message: str) -> None:
-    """A shape error names the operation and both shapes (SPEC §2)."""
+    """A shape error names the operation and both shapes (docs/language.md, "Errors")."""
     assert "matmul" in message or "@" in message, message
     assert "(2,)" in message and "(3,)" in message, message
 

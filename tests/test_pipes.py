@@ -1,4 +1,4 @@
-"""Pipes and scripts (SPEC §2 "JSON", "batch", exit codes; §3; issue 4): ``eval -``,
+"""Pipes and scripts (docs/json.md; docs/commands.md, "batch"; docs/api.md; issue 4): ``eval -``,
 NDJSON ``batch``, ``@file`` inputs, ``--save`` and the ``gradcli.evaluate`` API.
 
 Real ``python -m gradcli`` processes wherever the pipe itself matters (stdin bytes, flushing,
@@ -53,7 +53,7 @@ def ndjson(*requests: Any) -> str:
 
 
 def assert_error(doc: Any, kind: str, *, id: Any = None) -> dict[str, Any]:
-    """``doc`` is SPEC's error object of ``kind``; returns ``doc["error"]``."""
+    """``doc`` is the error object of ``kind`` (docs/json.md, "Error"); returns ``doc["error"]``."""
     assert "error" in doc, doc
     assert doc["id"] == id and type(doc["id"]) is type(id), doc
     err = doc["error"]
@@ -692,8 +692,8 @@ def test_batch_into_head_exits_quietly(tmp_path: Path, request_: Any, source: st
     for noise in ("Traceback", "BrokenPipe", "Broken pipe", "Exception ignored", "Errno"):
         assert noise not in proc.stderr, proc.stderr
     assert proc.stderr == ""
-    # Quietly: 0 (or death by SIGPIPE, 128 + 13, as `cat` does) — not 1, which SPEC reserves
-    # for "a line failed" (and, for the good requests, none did).
+    # Quietly: 0 (or death by SIGPIPE, 128 + 13, as `cat` does) — not 1, which docs/json.md reserves
+    # for "a line failed" ("Exit codes and error kinds") (and, for the good requests, none did).
     if request_ is TUTORIAL:
         assert status in ("status=0", "status=141"), status
     else:

@@ -1,4 +1,5 @@
-"""The tensor API against PyTorch's semantics (SPEC §3, issue 3), with hard numbers.
+"""The tensor API against PyTorch's semantics (docs/api.md, "Tensors"; issue 3), with hard
+numbers.
 
 Every expected number here was computed by hand (the tutorial's values) or printed by
 PyTorch 2 for the same code in float64; messages are PyTorch's own. The default run needs

@@ -702,7 +702,7 @@ def test_random_composition_second_order(seed: int) -> None:
 @pytest.mark.parametrize("ord", [1.0, 2.0, 3.0, math.inf])
 @pytest.mark.parametrize("shape", [(3,), (2, 3)])
 def test_norm_of_zeros(ord: float, shape: Shape) -> None:
-    """SPEC: the norm of an all-zero vector has gradient 0, as torch's."""
+    """docs/conventions.md: the norm of an all-zero group has gradient 0, as torch's."""
     x = leaf(np.zeros(shape), "zeros")
     yg = G.norm(x.g, ord=ord, axis=-1)
     yt = torch.linalg.vector_norm(x.t, ord=ord, dim=-1)
