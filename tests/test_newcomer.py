@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 from gradcheck import check_grads
+from test_higher_order import check_hessian
 
 import gradcli
 from gradcli import autograd as E
@@ -233,6 +234,37 @@ def test_grad_fn_of_a_product_is_named_as_torch_names_it(fn: Any, arrays: Any, n
     assert fn(*leaves).grad_fn.name() == name
     assert repr(fn(*leaves).grad_fn) == f"<{name}>"
     check_grads(fn, *arrays, wrt=[0, 1] if name != "MmBackward0" else [0], name=name)
+
+
+@pytest.mark.parametrize(
+    ("fn", "arrays", "edges"),
+    [
+        (lambda w, x: w @ x, (M, V), ["AccumulateGrad", "AccumulateGrad"]),
+        (lambda x, y: x @ y, (V, V[::-1].copy()), ["AccumulateGrad", "AccumulateGrad"]),
+        (lambda w, u: w.T @ w, (M, U), ["TransposeBackward0", "AccumulateGrad"]),
+        (lambda b, x: b @ x, (np.stack([M, M * 2]), V), ["AccumulateGrad", "AccumulateGrad"]),
+    ],
+    ids=["W @ x", "x @ y", "W.T @ W", "batch @ x"],
+)
+def test_a_products_node_leads_straight_to_its_operands_as_torchs(
+    fn: Any, arrays: Any, edges: list[str]
+) -> None:
+    """torch's MvBackward0 and DotBackward0 have the operands' nodes as next_functions: one
+    node, no reshapes or sums between (docs/engine.md, "Node names and the graph")."""
+    leaves = [E.tensor(a, requires_grad=True) for a in arrays]
+    node = fn(*leaves).grad_fn
+    assert [f.name() for f, _ in node.next_functions] == edges
+
+
+@pytest.mark.parametrize(
+    "arrays",
+    [(M, V), (np.stack([M, M * 2]), V), (V, V * 2)],
+    ids=["mv", "batched mv", "dot"],
+)
+def test_second_derivatives_through_mv_and_dot(arrays: Any) -> None:
+    """The rules of mv and dot differentiated again (create_graph): the Hessian by double
+    backprop against finite differences of the first derivative."""
+    check_hessian(lambda a, x: E.tanh(a @ x), *arrays, name="tanh(a @ x)")
 
 
 def test_a_product_of_a_vector_and_a_matrix_has_the_right_gradients() -> None:

@@ -340,9 +340,6 @@ def public(
             call = functools.partial(fn, prim)
             for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
                 setattr(call, attr, getattr(fn, attr))
-        node_name = NODE_NAMES.get(name or fn.__name__)
-        if node_name is not None:
-            call = _naming_nodes(call, node_name)
         rule = derivative if derivative is not None else prim.doc if prim else ""
         spec = _install(
             name or fn.__name__,
@@ -357,61 +354,6 @@ def public(
         return spec.call
 
     return register
-
-
-# --------------------------------------------------------------------------------------
-# torch's names for the nodes of products
-# (docs/engine.md, "Node names and the graph of a program")
-# --------------------------------------------------------------------------------------
-
-
-_PRODUCTS = {(2, 2): "mm", (2, 1): "mv", (1, 1): "dot"}
-
-
-def _product_name(a: Any, b: Any) -> str | None:
-    """The name torch gives the node of ``a @ b`` by the operands' ranks, where it names one
-    (``MmBackward0``, ``MvBackward0``, ``DotBackward0``)."""
-    x = a if type(a) is Tensor else lift(a)
-    y = b if type(b) is Tensor else lift(b)
-    return _PRODUCTS.get((x.data.ndim, y.data.ndim))
-
-
-#: public functions whose result's node takes a name of torch's, by the call's arguments.
-#: ``matmul`` makes the product of a matrix and a vector, or of two vectors, of several
-#: primitives (reshapes around the matrix product, a sum of a product); torch makes one
-#: node named after the product, and here the node that gives the result takes that name.
-NODE_NAMES: dict[str, Callable[..., str | None]] = {"matmul": _product_name}
-
-
-@functools.cache
-def renamed(prim: Primitive, name: str) -> Primitive:
-    """``prim`` under another name: the same forward, rules and plan (backward reads only
-    the plan), only ``grad_fn``'s name differs. Not an entry of :data:`OPS`."""
-    twin = Primitive(
-        name, prim.fwd, prim.vjps, saves=(), doc=prim.doc, form=prim.form, local=prim.local,
-        nary=prim.nary, broadcasts=prim.broadcasts,
-    )  # fmt: skip
-    twin.save_ans, twin.save_in, twin.plan = prim.save_ans, prim.save_in, prim.plan
-    return twin
-
-
-def _naming_nodes(fn: Callable[..., Tensor], node_name: Callable[..., str | None]) -> Any:
-    """``fn`` whose result's node, when the call made one, is named by ``node_name``."""
-
-    def call(*args: Any, **kwargs: Any) -> Tensor:
-        first = next_seq()  # every node this call makes has a larger number
-        out = fn(*args, **kwargs)
-        node = out.grad_fn
-        if node is not None and node.seq > first:
-            name = node_name(*args, **kwargs)
-            if name is not None and name != node.prim.name:
-                node.prim = renamed(node.prim, name)
-        return out
-
-    for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
-        setattr(call, attr, getattr(fn, attr, None))
-    call.__wrapped__ = fn  # type: ignore[attr-defined]
-    return call
 
 
 # --------------------------------------------------------------------------------------

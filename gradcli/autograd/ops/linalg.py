@@ -22,15 +22,54 @@ def swap(xp: Any, x: Any) -> Any:
     return xp.swapaxes(x, -1, -2)
 
 
-MATMUL = primitive(
-    "matmul",
+def _matrix_product(name: str) -> Primitive:
+    return primitive(
+        name,
+        lambda xp, x, y: xp.matmul(x, y),
+        lambda xp, g, ans, ctx, x, y: xp.matmul(g, swap(xp, y)),
+        lambda xp, g, ans, ctx, x, y: xp.matmul(swap(xp, x), g),
+        saves=("x", "y"),
+        inputs=("x", "y"),
+        broadcasts=True,
+        doc="dA = g B^T, dB = A^T g (batch axes summed back)",
+    )
+
+
+#: products of matrices, named as torch names their nodes: ``MmBackward0`` for two
+#: matrices, and (where torch makes several nodes) ``MatmulBackward0`` for batches
+MATMUL = _matrix_product("matmul")
+MM = _matrix_product("mm")
+
+
+def _mv_dmatrix(xp: Any, g: Any, ans: Any, ctx: Any, a: Any, v: Any) -> Any:
+    return xp.expand_dims(g, -1) * v  # the outer product g v^T, per batch
+
+
+def _mv_dvector(xp: Any, g: Any, ans: Any, ctx: Any, a: Any, v: Any) -> Any:
+    # A^T g per batch; backward sums the batch axes back down to v's shape
+    return xp.matmul(xp.expand_dims(g, -2), a)[..., 0, :]
+
+
+#: a matrix (or a batch of them) times a vector: one node, as torch's ``MvBackward0``
+MV = primitive(
+    "mv",
+    lambda xp, a, v: xp.matmul(a, v),
+    _mv_dmatrix,
+    _mv_dvector,
+    saves=("a", "v"),
+    inputs=("a", "v"),
+    broadcasts=True,
+    doc="dA = g v^T, dv = A^T g",
+)
+#: the inner product of two vectors: one node, as torch's ``DotBackward0``
+DOT = primitive(
+    "dot",
     lambda xp, x, y: xp.matmul(x, y),
-    lambda xp, g, ans, ctx, x, y: xp.matmul(g, swap(xp, y)),
-    lambda xp, g, ans, ctx, x, y: xp.matmul(swap(xp, x), g),
+    lambda xp, g, ans, ctx, x, y: g * y,
+    lambda xp, g, ans, ctx, x, y: g * x,
     saves=("x", "y"),
     inputs=("x", "y"),
-    broadcasts=True,
-    doc="dA = g B^T, dB = A^T g (batch axes summed back)",
+    doc="dx = g y, dy = g x",
 )
 
 
@@ -248,7 +287,7 @@ SOLVE = primitive(
 )
 
 
-def _matmul2(prim: Primitive, x: Tensor, y: Tensor) -> Tensor:
+def _matmul2(x: Tensor, y: Tensor) -> Tensor:
     xs, ys = x.data.shape, y.data.shape
     if xs[-1] != ys[-2]:
         raise ShapeError(
@@ -259,11 +298,12 @@ def _matmul2(prim: Primitive, x: Tensor, y: Tensor) -> Tensor:
     except ValueError:
         raise ShapeError(f"matmul: batch shapes of {xs} and {ys} cannot be broadcast") from None
     check_size((*batch, xs[-2], ys[-1]), "matmul")
+    prim = MM if len(xs) == 2 and len(ys) == 2 else MATMUL
     return record(NUMPY.matmul(x.data, y.data), prim, (x, y), (x.data, y.data), (xs, ys))
 
 
-@public(MATMUL, "matrix product (NumPy's rules); also a @ b")
-def matmul(prim: Primitive, a: Tensor, b: Tensor) -> Tensor:
+@public(None, "matrix product (NumPy's rules); also a @ b", derivative=MATMUL.doc)
+def matmul(a: Tensor, b: Tensor) -> Tensor:
     """Matrix product with NumPy's rules (1-D operands are promoted, then squeezed)."""
     x = lift(a, b if isinstance(b, Tensor) else None)
     y = lift(b, x)
@@ -273,20 +313,20 @@ def matmul(prim: Primitive, a: Tensor, b: Tensor) -> Tensor:
             f"{y.data.shape} (use * for scalars)"
         )
     xv, yv = x.data.ndim == 1, y.data.ndim == 1
-    if xv and yv:
-        if x.data.shape != y.data.shape:
+    if yv:
+        if x.data.shape[-1] != y.data.shape[0]:
             raise ShapeError(f"matmul: shapes {x.data.shape} and {y.data.shape} do not fit")
-        return sum(x * y)
+        if xv:
+            return record(NUMPY.matmul(x.data, y.data), DOT, (x, y), (x.data, y.data))
+        shapes = (x.data.shape, y.data.shape)
+        return record(NUMPY.matmul(x.data, y.data), MV, (x, y), (x.data, y.data), shapes)
     xm = reshape(x, (1, x.data.shape[0])) if xv else x
-    ym = reshape(y, (y.data.shape[0], 1)) if yv else y
     try:
-        out = _matmul2(prim, xm, ym)
+        out = _matmul2(xm, y)
     except ShapeError:
         raise ShapeError(f"matmul: shapes {x.data.shape} and {y.data.shape} do not fit") from None
     if xv:
         out = reshape(out, out.data.shape[:-2] + out.data.shape[-1:])
-    elif yv:
-        out = reshape(out, out.data.shape[:-1])
     return out
 
 
