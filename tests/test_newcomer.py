@@ -194,6 +194,14 @@ def test_a_vector_times_itself_is_one_node_of_the_graph() -> None:
     assert product["value"] == 14.0 and x["grad"] == [4.0, 8.0, 12.0]
 
 
+def test_a_product_of_matrices_is_drawn_as_the_matmul_the_program_wrote() -> None:
+    """`W @ W` is the primitive mm (MmBackward0), drawn as the operation written."""
+    doc = _graph("W @ W", "W=[[1,2],[3,4]]")
+    assert sorted(n["op"] for n in doc["nodes"]) == ["input", "matmul"]
+    doc = _graph("dot(x, x)", "x=[1,2]")
+    assert sorted(n["op"] for n in doc["nodes"]) == ["dot", "input"]
+
+
 def test_a_composite_function_is_one_node_of_the_graph() -> None:
     doc = _graph("var(x) + 1", "x=[1,2,4]")
     assert sorted(n["op"] for n in doc["nodes"]) == ["add", "constant", "input", "var"]

@@ -283,6 +283,12 @@ def _tensors(value: Any) -> list[Tensor]:
     return []
 
 
+#: primitives drawn as the operation that made them: a product of matrices and vectors is
+#: one primitive (mm, mv or dot, named as torch names its node), but the program wrote `@`,
+#: matmul() or dot()
+_PRODUCTS = frozenset({"mm", "mv", "dot"})
+
+
 def _one_op(trace: list[Any], mark: int, out: Any, name: str, operands: list[Tensor]) -> None:
     """Make the ops traced since ``mark`` one op of the graph: ``out`` = ``name(operands)``.
 
@@ -292,7 +298,14 @@ def _one_op(trace: list[Any], mark: int, out: Any, name: str, operands: list[Ten
     redrawn here as the one operation, from the operands it reads (docs/engine.md, "Node
     names and the graph of a program").
     """
-    if len(trace) - mark < 2 or type(out) is not Tensor:
+    if type(out) is not Tensor:
+        return
+    if len(trace) - mark == 1:
+        t, prim_name, inputs = trace[mark]
+        if t is out and prim_name in _PRODUCTS:
+            trace[mark] = (out, name, inputs)  # `W @ x` is drawn as matmul, not mv
+        return
+    if len(trace) - mark < 2:
         return
     if not any(t is out for t, _, _ in trace[mark:]):
         return
