@@ -318,118 +318,116 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool) -> None:
     ndarray = _ndarray
     xp = registry.namespaces()[0]
     big = INPLACE_MIN
-    prev_mode = set_mode(NO_GRAD)
-    try:
-        with NUMPY.quiet():
-            while True:
-                if node is None:
-                    if ready:
-                        node, gnode, own = take()
-                    elif queue:
-                        node = popq(queue)[1]
-                        gnode = pop(node)
-                        own = node in owned
-                    else:
-                        break
-                prim = node.prim
-                if prim is None:
-                    _accumulate(node.variable, gnode, own, False)
-                    node = None
-                    continue
-                if node.retained is not None:
-                    kept = node.retained()
-                    if kept is not None:
-                        _accumulate(kept, gnode, False, False)
-                form, local_rule, nary, vjps, broadcasts, nsaved, saves = prim.plan
-                if saves:
-                    saved = node.saved
-                    if saved is FREED:
-                        raise RuntimeError(FREED_MESSAGE)
-                    ans = node.ans
-                    if release:
-                        node.saved = FREED
-                        node.ans = None
+    # No grad mode to switch: rules here see arrays only (never a tensor), so nothing they
+    # do is recorded.
+    with NUMPY.quiet():
+        while True:
+            if node is None:
+                if ready:
+                    node, gnode, own = take()
+                elif queue:
+                    node = popq(queue)[1]
+                    gnode = pop(node)
+                    own = node in owned
                 else:
-                    saved = ()
-                    ans = None
-                if form:
-                    # g * factor or g / divisor (see run)
-                    to = node.next[0]
-                    local = (
-                        local_rule(xp, ans, node.ctx, saved[0])
-                        if nsaved
-                        else local_rule(xp, ans, node.ctx)
-                    )
-                    if (
-                        own
-                        and gnode.size >= big
-                        and (
-                            type(local) is float
-                            or (
-                                type(local) is ndarray
-                                and local.shape == gnode.shape
-                                and (local.dtype == gnode.dtype or local.dtype.kind == "b")
-                            )
+                    break
+            prim = node.prim
+            if prim is None:
+                _accumulate(node.variable, gnode, own, False)
+                node = None
+                continue
+            if node.retained is not None:
+                kept = node.retained()
+                if kept is not None:
+                    _accumulate(kept, gnode, False, False)
+            form, local_rule, nary, vjps, broadcasts, nsaved, saves = prim.plan
+            if saves:
+                saved = node.saved
+                if saved is FREED:
+                    raise RuntimeError(FREED_MESSAGE)
+                ans = node.ans
+                if release:
+                    node.saved = FREED
+                    node.ans = None
+            else:
+                saved = ()
+                ans = None
+            if form:
+                # g * factor or g / divisor (see run)
+                to = node.next[0]
+                local = (
+                    local_rule(xp, ans, node.ctx, saved[0])
+                    if nsaved
+                    else local_rule(xp, ans, node.ctx)
+                )
+                if (
+                    own
+                    and gnode.size >= big
+                    and (
+                        type(local) is float
+                        or (
+                            type(local) is ndarray
+                            and local.shape == gnode.shape
+                            and (local.dtype == gnode.dtype or local.dtype.kind == "b")
                         )
-                    ):
-                        if form == FACTOR:
-                            NUMPY.multiply_into(gnode, local)
-                        else:
-                            NUMPY.divide_into(gnode, local)
+                    )
+                ):
+                    if form == FACTOR:
+                        NUMPY.multiply_into(gnode, local)
                     else:
-                        gnode = gnode * local if form == FACTOR else gnode / local
-                        own = type(gnode) is ndarray
-                    local = saved = ans = None
-                    if to.uses == 1:
-                        node = to
-                        continue
-                    _collect(to, gnode, own, grads, owned, queue)
-                    node = gnode = None
-                    continue
-                edges = node.next
-                ctx = node.ctx
-                shapes = ctx if broadcasts else None
-                node = nxt = None
-                i = -1
-                for to in edges:
-                    i += 1
-                    if to is None:
-                        continue
-                    if nary:
-                        pg = vjps[0](xp, gnode, ans, ctx, i)
-                    else:
-                        rule = vjps[i]
-                        if rule is identity:
-                            pg = gnode
-                        elif rule is None:
-                            continue
-                        elif nsaved == 2:
-                            pg = rule(xp, gnode, ans, ctx, saved[0], saved[1])
-                        elif nsaved == 0:
-                            pg = rule(xp, gnode, ans, ctx)
-                        else:
-                            pg = rule(xp, gnode, ans, ctx, *saved)
-                        if pg is None:
-                            continue
-                    if shapes is not None and pg.shape != shapes[i]:
-                        pg = xp.sum_to(pg, shapes[i])
-                    fresh = type(pg) is ndarray and pg.base is None and pg is not gnode
-                    if to.uses == 1:
-                        if nxt is not None:
-                            ready_append((nxt, gnxt, own))
-                        nxt, gnxt, own = to, pg, fresh
-                    elif to in owned:
-                        grads[to] += pg  # a later term into a buffer of ours (_collect's case)
-                    else:
-                        _collect(to, pg, fresh, grads, owned, queue)
-                pg = saved = ans = None
-                if nxt is not None:
-                    node, gnode = nxt, gnxt
-                    gnxt = None
+                        NUMPY.divide_into(gnode, local)
                 else:
-                    gnode = None
-    finally:
-        set_mode(prev_mode)
+                    gnode = gnode * local if form == FACTOR else gnode / local
+                    own = type(gnode) is ndarray
+                local = saved = ans = None
+                if to.uses == 1:
+                    node = to
+                    continue
+                _collect(to, gnode, own, grads, owned, queue)
+                node = gnode = None
+                continue
+            edges = node.next
+            ctx = node.ctx
+            shapes = ctx if broadcasts else None
+            node = nxt = None
+            i = -1
+            for to in edges:
+                i += 1
+                if to is None:
+                    continue
+                if nary:
+                    pg = vjps[0](xp, gnode, ans, ctx, i)
+                else:
+                    rule = vjps[i]
+                    if rule is identity:
+                        pg = gnode
+                    elif rule is None:
+                        continue
+                    elif nsaved == 2:
+                        pg = rule(xp, gnode, ans, ctx, saved[0], saved[1])
+                    elif nsaved == 0:
+                        pg = rule(xp, gnode, ans, ctx)
+                    else:
+                        pg = rule(xp, gnode, ans, ctx, *saved)
+                    if pg is None:
+                        continue
+                if shapes is not None and pg.shape != shapes[i]:
+                    pg = xp.sum_to(pg, shapes[i])
+                fresh = type(pg) is ndarray and pg.base is None and pg is not gnode
+                if to.uses == 1:
+                    if nxt is not None:
+                        ready_append((nxt, gnxt, own))
+                    nxt, gnxt, own = to, pg, fresh
+                elif to in owned:
+                    grads[to] += pg  # a later term into a buffer of ours (_collect's case)
+                else:
+                    _collect(to, pg, fresh, grads, owned, queue)
+            pg = saved = ans = None
+            if nxt is not None:
+                node, gnode = nxt, gnxt
+                gnxt = None
+            else:
+                gnode = None
 
 
 def _collect(
