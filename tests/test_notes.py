@@ -7,6 +7,7 @@ stdout a pipe, and a pseudo-terminal where the progress bars are concerned.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -200,3 +201,73 @@ def test_no_output_line_ends_in_a_space_when_piped(args: tuple[str, ...], column
     ending = [line for line in r.stdout.splitlines() if line.endswith(" ")]
     assert not ending, f"lines ending in a space:\n{ending}\nin\n{r.stdout}"
     assert r.stdout.strip()
+
+
+# --------------------------------------------------------------------------------------
+# On a terminal: the table in colour at the terminal's width, the caption unwrapped
+# --------------------------------------------------------------------------------------
+
+
+def _table_on_terminal(args: tuple[str, ...], columns: int, **env: str) -> tuple[int, bytes]:
+    """``python -m gradcli ARGS`` with stdout and stderr on one pseudo-terminal
+    ``columns`` wide, as typed at a terminal; returns the status and the raw bytes."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    import harness
+
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    full_env = {**harness.gradcli_env(), "TERM": "xterm", **env}
+    full_env.pop("COLUMNS", None)  # the terminal's own width
+    full_env.pop("NO_COLOR", None) if "NO_COLOR" not in env else None
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gradcli", *args],
+        stdin=subprocess.DEVNULL, stdout=slave, stderr=slave, cwd=harness.REPO, env=full_env,
+    )  # fmt: skip
+    os.close(slave)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the process closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    code = proc.wait(timeout=60)
+    os.close(master)
+    return code, seen
+
+
+def test_on_a_terminal_the_table_is_in_colour_and_the_caption_is_not_wrapped() -> None:
+    from test_cli_conventions import _screen
+
+    args = ("eval", "x*3", "x=2", "--clip-norm", "1")
+    code, raw = _table_on_terminal(args, 100)
+    assert code == 0
+    assert re.search(rb"\x1b\[[0-9;]*(3[0-9]|9[0-7])[;m]", raw)  # rich's colours on a terminal
+    lines = _screen(raw).replace("\r\n", "\n").splitlines()
+    caption = "gradients clipped: total 2-norm 3 > max_norm 1, scaled by 0.333333"
+    table_width = max(len(line) for line in lines if line.startswith("┏"))
+    assert len(caption) > table_width and caption in lines
+    assert not [line for line in lines if line.endswith(" ")]
+    assert "note:" not in _screen(raw) and "warning:" not in _screen(raw)  # said once
+
+
+def test_on_a_narrow_terminal_the_caption_wraps_at_its_width_and_no_colour_with_no_color() -> None:
+    from test_cli_conventions import _screen
+
+    args = ("eval", "x*3", "x=2", "--clip-norm", "1")
+    code, raw = _table_on_terminal(args, 40, NO_COLOR="1")
+    assert code == 0
+    text = _screen(raw).replace("\r\n", "\n")
+    assert not re.search(rb"\x1b\[[0-9;]*(3[0-9]|9[0-7])[;m]", raw)  # bold, but no colours
+    lines = text.splitlines()
+    assert all(len(line) <= 40 for line in lines), lines
+    assert "gradients clipped: total 2-norm 3 >" in text.replace("\n", " ")
