@@ -251,7 +251,7 @@ def test_on_a_terminal_the_table_is_in_colour_and_the_caption_is_not_wrapped() -
     args = ("eval", "x*3", "x=2", "--clip-norm", "1")
     code, raw = _table_on_terminal(args, 100)
     assert code == 0
-    assert re.search(rb"\x1b\[[0-9;]*(3[0-9]|9[0-7])[;m]", raw)  # rich's colours on a terminal
+    assert b"\x1b[1m" in raw  # the header and title in bold on a terminal
     lines = _screen(raw).replace("\r\n", "\n").splitlines()
     caption = "gradients clipped: total 2-norm 3 > max_norm 1, scaled by 0.333333"
     table_width = max(len(line) for line in lines if line.startswith("┏"))
@@ -271,3 +271,12 @@ def test_on_a_narrow_terminal_the_caption_wraps_at_its_width_and_no_colour_with_
     lines = text.splitlines()
     assert all(len(line) <= 40 for line in lines), lines
     assert "gradients clipped: total 2-norm 3 >" in text.replace("\n", " ")
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+def test_a_warning_on_a_terminal_is_coloured_unless_no_color(no_color: bool) -> None:
+    env = {"NO_COLOR": "1"} if no_color else {}
+    code, raw = _table_on_terminal(("eval", "log(x)", "x=0"), 100, **env)
+    assert code == 0 and b"warning" in raw
+    coloured = re.search(rb"\x1b\[[0-9;]*(3[0-9]|9[0-7])[;m]", raw)
+    assert (coloured is None) == no_color
