@@ -22,6 +22,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _FROM_API = ("Result", "evaluate")
+_FROM_COMPILED = ("Compiled", "Plans", "compile")
 _FROM_ERRORS = (
     "DomainError", "GradcliError", "InputError", "InvalidValueError", "LimitError",
     "NamingError", "ParseError", "ShapeError",
@@ -37,13 +38,18 @@ def _engine_names() -> list[str]:
 def __getattr__(name: str) -> Any:
     if name in _FROM_API:
         value = getattr(importlib.import_module(".api", __name__), name)
+    elif name in _FROM_COMPILED:
+        value = getattr(importlib.import_module(".compiled", __name__), name)
     elif name in _FROM_ERRORS:
         value = getattr(importlib.import_module(".errors", __name__), name)
     elif name in _MODULES:
         value = importlib.import_module(f".{name}", __name__)
     elif name == "__all__":
         # computed on first use: listing the engine's functions imports NumPy
-        value = [*_FROM_API, *_FROM_ERRORS, *_engine_names(), *_MODULES, "__version__"]
+        value = [
+            *_FROM_API, *_FROM_COMPILED, *_FROM_ERRORS, *_engine_names(), *_MODULES,
+            "__version__",
+        ]  # fmt: skip
     elif name.startswith("__") or _is_submodule(name):
         # `from . import options` asks here first: answer without loading the engine
         raise AttributeError(f"module 'gradcli' has no attribute {name!r}")

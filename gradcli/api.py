@@ -9,7 +9,7 @@ import math
 import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from .language import (
     normalize_name,
     suggest,
 )
+
+if TYPE_CHECKING:
+    from .compiled import Plans
 
 DTYPES = ("float64", "float32")
 
@@ -290,19 +293,20 @@ def evaluate(
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
     id: Any = None,
+    plans: Plans | None = None,
 ) -> Result:
     """Evaluate ``expr`` on ``inputs`` and backpropagate, as ``gradcli eval`` does.
 
     ``inputs`` maps names to numbers, nested lists or arrays. A non-scalar output without
     ``grad_output`` is reduced with ``sum`` first (``Result.reduction == "sum"``), as the
     tutorial's ``z.sum().backward()``. Errors raise subclasses of ``GradcliError``.
+    ``plans``: where the plans of programs evaluated before are kept (:class:`Plans`, as
+    :func:`compile` and ``batch`` keep them); the same numbers, to the last bit.
 
     >>> r = evaluate("a*b+b", {"a": [3, 4], "b": [5, 6]})
     >>> r.value.tolist(), r.grads["a"].tolist(), r.grads["b"].tolist()
     ([20.0, 30.0], [5.0, 6.0], [4.0, 5.0])
     """
-    from .io import value_from_json
-
     seed = check_seed(seed)
     clip_norm = _check_limit(clip_norm, "clip_norm")
     clip_value = _check_limit(clip_value, "clip_value")
@@ -317,78 +321,116 @@ def evaluate(
         max_elements=max_elements,
         max_program_chars=max_program_chars,
     )
-    wanted = setup.wanted
     with E.computation(max_elements) as fp:
-        leaves = setup.leaves()
-        ev = setup.program.run(leaves, dtype=dtype, seed=seed)
-        out = ev.output
-        reduction = None
-        if grad_output is not None:
-            g = value_from_json(
-                grad_output, name="grad_output", dtype=dtype, max_elements=max_elements
-            )
-            if g.shape != out.shape:
-                raise ShapeError(
-                    f"grad_output has shape {g.shape} but the output has shape {out.shape}"
-                )
-            root, seed_grad = out, g
-        elif out.ndim > 0:
-            root, seed_grad, reduction = E.sum(out), None, "sum"
-        else:
-            root, seed_grad = out, None
-        if root.requires_grad:
-            root.backward(seed_grad)
-
+        run = None if plans is None else plans.run(setup, grad_output, seed, max_elements, fp)
+        if run is None:
+            run = _fresh(setup, grad_output, seed, max_elements)
         # still counted: clipping float32 gradients can overflow too
-        grads: dict[str, np.ndarray | None] = {}
-        for name, leaf in leaves.items():
-            if name not in wanted:
-                grads[name] = None
-            else:
-                grads[name] = leaf.grad.data if leaf.grad is not None else np.zeros_like(leaf.data)
-        intermediates: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
-        for name, t in ev.bindings.items():
-            if t.requires_grad:
-                g_b = t.grad.data if t.grad is not None else np.zeros_like(t.data)
-                if t.is_leaf:  # `h = x` binds the input itself: keep its grad apart from clipping
-                    g_b = g_b.copy()
-            else:
-                g_b = None
-            intermediates[name] = (t.data, g_b)
+        clip = _clip(run, clip_norm, clip_value, p)
+    return _finish(expr, setup, run, clip, fp, id)
 
-        clip: dict[str, float] | None = None
-        asked = [g for g in grads.values() if g is not None]
-        if clip_norm is not None:
-            total, scale = E.clip_by_norm(asked, clip_norm, p)
-            clip = {"max_norm": clip_norm, "norm_type": p, "total_norm": total, "scale": scale}
-        elif clip_value is not None:
-            E.clip_by_value(asked, clip_value)
-            clip = {"clip_value": clip_value}
 
+@dataclass
+class _Run:
+    """What the engine gives for one evaluation: the output, the inputs' gradients (None
+    for those not asked for), the bindings' values and gradients."""
+
+    value: np.ndarray
+    grads: dict[str, np.ndarray | None]
+    intermediates: dict[str, tuple[np.ndarray, np.ndarray | None]]
+    reduction: str | None
+    literal_overflow: bool
+
+
+def _grad_output(grad_output: Any, setup: Setup, max_elements: int) -> np.ndarray:
+    from .io import value_from_json
+
+    return value_from_json(
+        grad_output, name="grad_output", dtype=setup.dtype, max_elements=max_elements
+    )
+
+
+def _root(out: E.Tensor, g: np.ndarray | None) -> tuple[E.Tensor, str | None]:
+    """What backward starts from: the output, or its sum (the implicit reduction)."""
+    if g is not None:
+        if g.shape != out.shape:
+            raise ShapeError(
+                f"grad_output has shape {g.shape} but the output has shape {out.shape}"
+            )
+        return out, None
+    if out.ndim > 0:
+        return E.sum(out), "sum"
+    return out, None
+
+
+def _fresh(setup: Setup, grad_output: Any, seed: int, max_elements: int) -> _Run:
+    """One evaluation by the engine: the program run on leaf tensors, then backward."""
+    leaves = setup.leaves()
+    ev = setup.program.run(leaves, dtype=setup.dtype, seed=seed)
+    out = ev.output
+    g = None if grad_output is None else _grad_output(grad_output, setup, max_elements)
+    root, reduction = _root(out, g)
+    if root.requires_grad:
+        root.backward(g)
+    grads: dict[str, np.ndarray | None] = {}
+    for name, leaf in leaves.items():
+        if name not in setup.wanted:
+            grads[name] = None
+        else:
+            grads[name] = leaf.grad.data if leaf.grad is not None else np.zeros_like(leaf.data)
+    intermediates: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+    for name, t in ev.bindings.items():
+        if t.requires_grad:
+            g_b = t.grad.data if t.grad is not None else np.zeros_like(t.data)
+            if t.is_leaf:  # `h = x` binds the input itself: keep its grad apart from clipping
+                g_b = g_b.copy()
+        else:
+            g_b = None
+        intermediates[name] = (t.data, g_b)
+    return _Run(out.data, grads, intermediates, reduction, ev.literal_overflow)
+
+
+def _clip(
+    run: _Run, clip_norm: float | None, clip_value: float | None, p: float
+) -> dict[str, float] | None:
+    """Clip the asked-for gradients in place, as torch's clip_grad_norm_ / _value_."""
+    asked = [g for g in run.grads.values() if g is not None]
+    if clip_norm is not None:
+        total, scale = E.clip_by_norm(asked, clip_norm, p)
+        return {"max_norm": clip_norm, "norm_type": p, "total_norm": total, "scale": scale}
+    if clip_value is not None:
+        E.clip_by_value(asked, clip_value)
+        return {"clip_value": clip_value}
+    return None
+
+
+def _finish(
+    expr: str, setup: Setup, run: _Run, clip: dict[str, float] | None, fp: Any, id: Any
+) -> Result:
     warnings = fp.messages()
     notes = []
-    if reduction == "sum":
+    if run.reduction == "sum":
         notes.append(
-            f"the output has shape {out.shape}: gradients are those of sum(output), as "
+            f"the output has shape {run.value.shape}: gradients are those of sum(output), as "
             "z.sum().backward() (give grad_output for a vector-Jacobian product)"
         )
     if clip is not None:
         notes.append(_clip_note(clip))
-    if ev.literal_overflow:
+    if run.literal_overflow:
         warnings.append("a number in the program is too large for a float and became inf")
-    if not E.all_finite(out.data):
+    if not E.all_finite(run.value):
         warnings.append("the output has non-finite values (nan or inf)")
-    bad = [n for n, g in grads.items() if g is not None and not E.all_finite(g)]
+    bad = [n for n, g in run.grads.items() if g is not None and not E.all_finite(g)]
     if bad:
         warnings.append("non-finite gradient for " + ", ".join(bad))
 
     return Result(
         expr=expr,
-        value=out.data,
+        value=run.value,
         inputs=setup.values,
-        grads=grads,
-        intermediates=intermediates,
-        reduction=reduction,
+        grads=run.grads,
+        intermediates=run.intermediates,
+        reduction=run.reduction,
         clip=clip,
         id=id,
         warnings=warnings,

@@ -27,8 +27,8 @@ from . import state as _state
 from .backend import NUMPY
 from .node import DIVISOR, FACTOR, GENERAL, Node, next_seq
 from .shapes import check_broadcast
-from .state import GRAD, TRACE
-from .tensor import _FLOAT64, FLOAT64_SCALARS, Tensor, accumulator, lift, trace
+from .state import GRAD
+from .tensor import _FLOAT64, FLOAT64_SCALARS, Tensor, accumulator, lift, note
 
 _ndarray = NUMPY.ndarray
 
@@ -422,12 +422,12 @@ def unary(
             node.retained = None
             t.requires_grad = True
             t.grad_fn = node
-            if mode == TRACE:
-                trace(t, name, (x,))
         else:
             t.requires_grad = False
             t.grad_fn = None
             t._acc = None
+        if mode > GRAD:  # graph's trace, or a plan's recording
+            note(t, name, (x,), run, mode)
         return t
 
     apply.__name__ = public_name or name
@@ -553,12 +553,12 @@ def binary(
             node.retained = None
             t.requires_grad = True
             t.grad_fn = node
-            if mode == TRACE:
-                trace(t, name, (x, y))
         else:
             t.requires_grad = False
             t.grad_fn = None
             t._acc = None
+        if mode > GRAD:  # graph's trace, or a plan's recording
+            note(t, name, (x, y), run, mode)
         return t
 
     def reflected(x: Any, y: Any) -> Tensor:

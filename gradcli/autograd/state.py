@@ -20,8 +20,9 @@ from .backend import NUMPY
 
 DEFAULT_MAX_ELEMENTS = 10**8
 
-#: ``State.mode``: no graph is recorded / recorded / recorded and traced for ``graph``
-NO_GRAD, GRAD, TRACE = 0, 1, 2
+#: ``State.mode``: no graph is recorded / recorded / recorded and traced for ``graph`` /
+#: recorded and every op noted for a compiled program's plan (docs/engine.md, "Replay")
+NO_GRAD, GRAD, TRACE, RECORD = 0, 1, 2, 3
 
 
 class State(threading.local):
@@ -32,6 +33,8 @@ class State(threading.local):
         self.max_elements = DEFAULT_MAX_ELEMENTS
         #: while tracing: (output tensor, op name, input tensors) of every recorded op
         self.trace: list[tuple[Any, str, tuple[Any, ...]]] | None = None
+        #: while a compiled program's plan is recorded: its recorder (see replay.py)
+        self.recorder: Any = None
 
 
 STATE = State()

@@ -14,7 +14,7 @@ import numpy as np
 
 from .backend import NUMPY
 from .node import AccumulateGrad, Node, next_seq
-from .state import GRAD, NO_GRAD, OFF_DEFAULT, STATE, TRACE, mode
+from .state import GRAD, NO_GRAD, OFF_DEFAULT, RECORD, STATE, mode
 
 _ndarray = np.ndarray
 
@@ -373,10 +373,13 @@ def record(
     inputs: tuple[Any, ...],
     saved: tuple[Any, ...] = (),
     ctx: Any = None,
+    redo: Any = None,
 ) -> Tensor:
     """The tensor of one primitive call, and its node when grad mode is on and an input
     requires grad. ``saved``: the input values the rule reads (the caller keeps only
-    those, see ``Primitive.saved``); the output is kept when the primitive reads it."""
+    those, see ``Primitive.saved``); the output is kept when the primitive reads it.
+    ``redo(*arrays of inputs)``: computes ``out`` again, for a plan (replay.py); without
+    it, an evaluation making this op from a value of the inputs is not replayed."""
     t = Tensor.__new__(Tensor)
     t.data = out if type(out) is _ndarray else np.asarray(out)
     t.grad = None
@@ -403,13 +406,26 @@ def record(
                 node.retained = None
                 t.requires_grad = True
                 t.grad_fn = node
-                if now == TRACE:
-                    trace(t, prim.name, inputs)
+                if now > GRAD:  # graph's trace, or a plan's recording
+                    note(t, prim.name, inputs, redo, now)
                 return t
     t.requires_grad = False
     t.grad_fn = None
     t._acc = None
+    if now > GRAD:
+        note(t, prim.name, inputs, redo, now)
     return t
+
+
+def note(t: Tensor, name: str, inputs: tuple[Any, ...], redo: Any, mode: int) -> None:
+    """An op seen in grad mode TRACE (``gradcli graph``: the ops that made a node) or
+    RECORD (a compiled program's plan, replay.py: every op, with its ``redo``)."""
+    if mode == RECORD:
+        recorder = STATE.recorder
+        if recorder is not None:
+            recorder.op(t, inputs, redo)
+    elif t.grad_fn is not None:
+        trace(t, name, inputs)
 
 
 def trace(t: Tensor, name: str, inputs: tuple[Any, ...]) -> None:

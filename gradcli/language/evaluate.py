@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import autograd as E
 from ..autograd import Tensor
+from ..autograd.replay import opaque
 from ..autograd.state import STATE
 from ..errors import (
     DomainError,
@@ -138,6 +139,8 @@ def _stack_literal(seq: Seq, dtype: Any) -> Tensor:
                     f"has shape {t.shape}"
                 )
         if not any(t.requires_grad for t in items):
+            for t in items:  # copied into a new array: a plan cannot follow the inputs
+                opaque(t, "an array literal")
             E.check_size((len(items), *first), "array literal")
             out[id(s)] = E.tensor([t.data for t in items], dtype=dtype)
         else:
@@ -518,6 +521,7 @@ class _Evaluator:
         t = self.tensor(value, what)
         if t.ndim != 0:
             raise InvalidValueError(f"{what}: expected a whole number, got shape {t.shape}")
+        opaque(t, what)  # read into Python: a plan cannot hold it if it depends on inputs
         f = float(t.data)
         if not math.isfinite(f) or not f.is_integer():
             raise InvalidValueError(f"{what}: expected a whole number, got {f:g}")
@@ -531,6 +535,7 @@ class _Evaluator:
             return (self._int(t, what),)
         if t.ndim != 1:
             raise InvalidValueError(f"{what}: expected whole numbers, got shape {t.shape}")
+        opaque(t, what)
         return tuple(self._int(E.constant(float(v), self.dtype), what) for v in t.data)
 
     def _index_part(self, part: Any) -> Any:
@@ -541,6 +546,7 @@ class _Evaluator:
         t = self.tensor(part, "index")
         if t.ndim == 0:
             return self._int(t, "index")
+        opaque(t, "index")
         return t.data  # an integer array (checked by the engine)
 
     def _convert(self, fn: Function, p: Param, value: Any) -> Any:
@@ -569,6 +575,7 @@ class _Evaluator:
             t = self.tensor(value, what)
             if t.ndim != 0:
                 raise InvalidValueError(f"{what}: expected a number, got shape {t.shape}")
+            opaque(t, what)
             return float(t.data)
         if p.kind == SHAPE:
             return self._ints(value, what)

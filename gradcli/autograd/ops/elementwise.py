@@ -8,6 +8,7 @@ Gradient conventions at kinks are PyTorch's (docs/conventions.md).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -15,8 +16,10 @@ from ...errors import InvalidValueError
 from ..backend import NUMPY
 from ..node import FACTOR, identity
 from ..registry import OPS, TENSOR_ONLY, Primitive, binary, public, unary
+from ..replay import opaque
 from ..shapes import check_broadcast
-from ..tensor import Tensor, const, lift, record
+from ..state import RECORD, STATE
+from ..tensor import Tensor, const, lift, note, record
 
 LN2 = math.log(2.0)
 LN10 = math.log(10.0)
@@ -194,11 +197,13 @@ def power(a: Tensor, b: Tensor) -> Tensor:
         if type(b) is float or type(b) is int:
             c = float(b)
         elif type(b) is Tensor and not b.requires_grad and b.data.ndim == 0:
+            opaque(b, "an exponent")  # a plan cannot hold one that depends on the inputs
             c = float(b.data)
         if c is not None and c == c:  # a constant exponent (not nan)
             prim = _POW_ZERO if c == 0 else _POW_CONST
             saved = () if c == 0 else (a.data,)
-            return record(prim.fwd(NUMPY, a.data, c), prim, (a,), saved, ctx=c)
+            redo = functools.partial(prim.fwd, NUMPY, c=c)
+            return record(redo(a.data), prim, (a,), saved, ctx=c, redo=redo)
     return _power(a, b)
 
 
@@ -230,7 +235,8 @@ def clip(prim: Primitive, x: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
     check_broadcast("clip", x.data.shape, lo.data.shape, hi.data.shape)
     data = (x.data, lo.data, hi.data)
     shapes = tuple(d.shape for d in data)
-    return record(prim.fwd(NUMPY, *data), prim, (x, lo, hi), data, shapes)
+    redo = functools.partial(prim.fwd, NUMPY)
+    return record(redo(*data), prim, (x, lo, hi), data, shapes, redo)
 
 
 # torch's clamp: either bound may be left out (None), as an infinite one
@@ -267,9 +273,10 @@ def where(prim: Primitive, cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
     a, b = lift(a, like), lift(b, like)
     c = const(cond) if type(cond) is NUMPY.ndarray else lift(cond, a)
     check_broadcast("where", c.data.shape, a.data.shape, b.data.shape)
-    out = prim.fwd(NUMPY, c.data, a.data, b.data)
+    redo = functools.partial(prim.fwd, NUMPY)
+    out = redo(c.data, a.data, b.data)
     shapes = (c.data.shape, a.data.shape, b.data.shape)
-    return record(out, prim, (c, a, b), (c.data, None, None), shapes)
+    return record(out, prim, (c, a, b), (c.data, None, None), shapes, redo)
 
 
 # ---- comparisons: 1.0 / 0.0, no gradient ---------------------------------------------------
@@ -280,8 +287,21 @@ def _compare(name: str, x: Any, y: Any) -> Tensor:
     y = lift(y, x)
     if x.data.shape != y.data.shape:
         check_broadcast(name, x.data.shape, y.data.shape)
-    xp = NUMPY
-    return const(xp.astype(getattr(xp, name)(x.data, y.data), x.data.dtype))
+    t = const(_compared(name)(x.data, y.data))
+    if STATE.recorder is not None:  # a plan's recording: the comparison is a step of it
+        note(t, name, (x, y), _compared(name), RECORD)
+    return t
+
+
+@functools.cache
+def _compared(name: str) -> Any:
+    """``name(x, y)`` on arrays as 1.0 / 0.0 in x's dtype."""
+    compare = getattr(NUMPY, name)
+
+    def redo(x: Any, y: Any) -> Any:
+        return NUMPY.astype(compare(x, y), x.dtype)
+
+    return redo
 
 
 def _comparison(name: str, dunder: str) -> Any:
@@ -311,6 +331,14 @@ _ADD_N = Primitive(
 )  # fmt: skip
 
 
+def _add_all(first: Any, *rest: Any) -> Any:
+    """The terms' arrays added left to right, as add_n adds them."""
+    acc = first
+    for d in rest:
+        acc = acc + d
+    return acc
+
+
 def add_n(terms: list[Any], negated: list[bool] | None = None) -> Tensor:
     """``t0 ± t1 ± ... ± tn`` as one node of n inputs (a negated term is ``negative(t)``).
 
@@ -330,4 +358,4 @@ def add_n(terms: list[Any], negated: list[bool] | None = None) -> Tensor:
         if acc.shape != d.shape and acc.size != 1 and d.size != 1:
             check_broadcast("sub" if neg else "add", acc.shape, d.shape)
         acc = acc + d
-    return record(acc, _ADD_N, tuple(ts), ctx=tuple(t.data.shape for t in ts))
+    return record(acc, _ADD_N, tuple(ts), ctx=tuple(t.data.shape for t in ts), redo=_add_all)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from decimal import Decimal
 from typing import Any
 
 from ...errors import InvalidValueError, ShapeError
 from ..backend import NUMPY
 from ..registry import Primitive, Shape, Tensor, primitive, public
+from ..replay import opaque
 from ..tensor import lift, record
 
 GETITEM = primitive(
@@ -31,6 +33,7 @@ def normalize_key(key: Any) -> tuple[Any, ...]:
     k = key if isinstance(key, tuple) else (key,)
     out: list[Any] = []
     for part in k:
+        opaque(part, "an index")  # a plan cannot hold an index that depends on the inputs
         if isinstance(part, Tensor):
             part = part.data
         if isinstance(part, (list, NUMPY.ndarray)):
@@ -140,7 +143,14 @@ def getitem(prim: Primitive, x: Tensor, key: Any) -> Tensor:
         data = x.data[k]
     except IndexError as e:
         raise ShapeError(_beyond_int64(key, x.data.shape) or f"index: {e}") from None
-    return record(NUMPY.asarray(data), prim, (x,), ctx=(k, x.data.shape))
+    return record(NUMPY.asarray(data), prim, (x,), ctx=(k, x.data.shape), redo=_indexer(k))
+
+
+def _indexer(k: tuple[Any, ...]) -> Any:
+    def redo(xd: Any) -> Any:
+        return NUMPY.asarray(xd[k])
+
+    return redo
 
 
 @public(SCATTER, "zeros with g added at the indexed places", language=False, method=False)
@@ -149,7 +159,8 @@ def scatter(prim: Primitive, g: Tensor, key: Any, shape: Shape) -> Tensor:
     g = lift(g)
     k = key if isinstance(key, tuple) else (key,)
     shape = tuple(shape)
-    return record(NUMPY.scatter(g.data, k, shape), prim, (g,), ctx=(k, shape))
+    redo = functools.partial(NUMPY.scatter, key=k, shape=shape)
+    return record(redo(g.data), prim, (g,), ctx=(k, shape), redo=redo)
 
 
 Tensor.__getitem__ = lambda self, key: getitem(self, key)  # type: ignore[method-assign]

@@ -4,6 +4,7 @@ them (dot, outer, trace, diag)."""
 from __future__ import annotations
 
 import builtins
+import functools
 from typing import Any
 
 from ...errors import DomainError, ShapeError
@@ -299,7 +300,8 @@ def _matmul2(x: Tensor, y: Tensor) -> Tensor:
         raise ShapeError(f"matmul: batch shapes of {xs} and {ys} cannot be broadcast") from None
     check_size((*batch, xs[-2], ys[-1]), "matmul")
     prim = MM if len(xs) == 2 and len(ys) == 2 else MATMUL
-    return record(NUMPY.matmul(x.data, y.data), prim, (x, y), (x.data, y.data), (xs, ys))
+    product = NUMPY.matmul
+    return record(product(x.data, y.data), prim, (x, y), (x.data, y.data), (xs, ys), product)
 
 
 @public(None, "matrix product (NumPy's rules); also a @ b", derivative=MATMUL.doc)
@@ -317,9 +319,11 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
         if x.data.shape[-1] != y.data.shape[0]:
             raise ShapeError(f"matmul: shapes {x.data.shape} and {y.data.shape} do not fit")
         if xv:
-            return record(NUMPY.matmul(x.data, y.data), DOT, (x, y), (x.data, y.data))
+            out = NUMPY.matmul(x.data, y.data)
+            return record(out, DOT, (x, y), (x.data, y.data), redo=NUMPY.matmul)
         shapes = (x.data.shape, y.data.shape)
-        return record(NUMPY.matmul(x.data, y.data), MV, (x, y), (x.data, y.data), shapes)
+        out = NUMPY.matmul(x.data, y.data)
+        return record(out, MV, (x, y), (x.data, y.data), shapes, NUMPY.matmul)
     xm = reshape(x, (1, x.data.shape[0])) if xv else x
     try:
         out = _matmul2(xm, y)
@@ -401,8 +405,12 @@ def det(prim: Primitive, x: Tensor) -> Tensor:
     """Determinant of a square matrix (batched over leading axes)."""
     x = lift(x)
     _square_matrix(x, "det")
-    out = NUMPY.asarray(prim.fwd(NUMPY, x.data), dtype=x.data.dtype)
-    return record(out, prim, (x,), (x.data,))
+    fwd = prim.fwd
+
+    def redo(xd: Any) -> Any:
+        return NUMPY.asarray(fwd(NUMPY, xd), dtype=xd.dtype)
+
+    return record(redo(x.data), prim, (x,), (x.data,), redo=redo)
 
 
 @public(INV, "matrix inverse")
@@ -414,7 +422,7 @@ def inv(prim: Primitive, x: Tensor) -> Tensor:
         data = prim.fwd(NUMPY, x.data)
     except NUMPY.LinAlgError:
         raise DomainError("inv: the matrix is singular (it has no inverse)") from None
-    return record(data, prim, (x,))
+    return record(data, prim, (x,), redo=functools.partial(prim.fwd, NUMPY))
 
 
 @public(SOLVE, "x with a @ x == b", method=False)
@@ -432,4 +440,5 @@ def solve(prim: Primitive, a: Tensor, b: Tensor) -> Tensor:
         raise DomainError("solve: the matrix is singular") from None
     except ValueError:
         raise ShapeError(f"solve: shapes {a.data.shape} and {b.data.shape} do not fit") from None
-    return record(data, prim, (a, b), (a.data, b.data), (a.data.shape, b.data.shape))
+    redo = functools.partial(prim.fwd, NUMPY)
+    return record(data, prim, (a, b), (a.data, b.data), (a.data.shape, b.data.shape), redo)

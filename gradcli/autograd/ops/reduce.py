@@ -5,6 +5,7 @@ a reduction that needs only shapes saves nothing else (docs/engine.md, "What a n
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 from typing import Any
 
@@ -185,11 +186,16 @@ def reduce(prim: Primitive, x: Any, axis: Any, keepdims: bool, *extra: Any) -> T
     if xd.size == 0 and (prim is MAX or prim is MIN) and 0 in [xd.shape[a] for a in axes]:
         raise ShapeError(f"{prim.name}: cannot reduce an empty tensor (it has no {prim.name}imum)")
     keep = keepdims is True or bool(keepdims)
-    out = prim.fwd(NUMPY, xd, axes, keep, *extra)
-    if type(out) is not _ndarray or out.dtype != xd.dtype:  # a NumPy scalar
-        out = NUMPY.asarray(out, dtype=xd.dtype)
+    fwd = prim.fwd
+
+    def redo(xd: Any) -> Any:
+        out = fwd(NUMPY, xd, axes, keep, *extra)
+        if type(out) is not _ndarray or out.dtype != xd.dtype:  # a NumPy scalar
+            out = NUMPY.asarray(out, dtype=xd.dtype)
+        return out
+
     ctx = (axes, keep, xd.shape, *extra) if extra else (axes, keep, xd.shape)
-    return record(out, prim, (x,), (xd,) if prim.save_in else (), ctx)
+    return record(redo(xd), prim, (x,), (xd,) if prim.save_in else (), ctx, redo)
 
 
 @public(SUM, "sum of elements")
@@ -294,7 +300,8 @@ def softmax(prim: Primitive, x: Tensor, axis: int = -1) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis``, stable for large arguments."""
     x = lift(x)
     a = one_axis(axis, x.data.ndim, "softmax")
-    return record(prim.fwd(NUMPY, x.data, a), prim, (x,), ctx=a)
+    redo = functools.partial(prim.fwd, NUMPY, axis=a)
+    return record(redo(x.data), prim, (x,), ctx=a, redo=redo)
 
 
 @public(LOG_SOFTMAX, "x - logsumexp(x) along axis")
@@ -302,7 +309,8 @@ def log_softmax(prim: Primitive, x: Tensor, axis: int = -1) -> Tensor:
     """``x - logsumexp(x)`` along ``axis``."""
     x = lift(x)
     a = one_axis(axis, x.data.ndim, "log_softmax")
-    return record(prim.fwd(NUMPY, x.data, a), prim, (x,), ctx=a)
+    redo = functools.partial(prim.fwd, NUMPY, axis=a)
+    return record(redo(x.data), prim, (x,), ctx=a, redo=redo)
 
 
 # comparisons of tensors are already 1.0/0.0 in their dtype

@@ -3,6 +3,8 @@ never a value (docs/engine.md, "What a node keeps")."""
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Any
 
 from ...errors import ShapeError
@@ -53,7 +55,7 @@ def reshape(prim: Primitive, x: Tensor, *shape: Shape) -> Tensor:
             f"({x.data.size} elements) into shape {new}"
         ) from None
     # a new node even when nothing changes: a binding `h = reshape(x, ...)` is not `x`
-    return record(data, prim, (x,), ctx=x.data.shape)
+    return record(data, prim, (x,), ctx=x.data.shape, redo=lambda xd: xd.reshape(new))
 
 
 @public(TRANSPOSE, "axes permuted (reversed by default); also x.T", method=False)
@@ -68,7 +70,8 @@ def transpose(prim: Primitive, x: Tensor, axes: Axis = None) -> Tensor:
         perm = tuple(int(a) % nd if nd else int(a) for a in axes)
         if sorted(perm) != list(range(nd)):
             raise ShapeError(f"transpose: axes {tuple(axes)} are not a permutation of {nd} axes")
-    return record(x.data.transpose(perm), prim, (x,), ctx=_inverse(perm))
+    redo = operator.methodcaller("transpose", perm)
+    return record(redo(x.data), prim, (x,), ctx=_inverse(perm), redo=redo)
 
 
 @public(None, "two axes swapped", derivative="g with the axes swapped back", language=False,
@@ -87,7 +90,8 @@ def broadcast_to(prim: Primitive, x: Tensor, shape: Shape) -> Tensor:
     if x.data.shape == shape:
         return x
     check_size(shape, "broadcast_to")
-    return record(NUMPY.broadcast_to(x.data, shape), prim, (x,), ctx=x.data.shape)
+    redo = functools.partial(NUMPY.broadcast_to, shape=shape)
+    return record(redo(x.data), prim, (x,), ctx=x.data.shape, redo=redo)
 
 
 @public(SUM_TO, "x summed down to a shape", language=False, method=False)
@@ -96,7 +100,8 @@ def sum_to(prim: Primitive, x: Tensor, shape: Shape) -> Tensor:
     shape = tuple(shape)
     if x.data.shape == shape:
         return x
-    return record(NUMPY.sum_to(x.data, shape), prim, (x,), ctx=x.data.shape)
+    redo = functools.partial(NUMPY.sum_to, shape=shape)
+    return record(redo(x.data), prim, (x,), ctx=x.data.shape, redo=redo)
 
 
 @public(None, "the elements as a 1-D tensor", derivative="g reshaped back")
@@ -202,8 +207,8 @@ def concatenate(prim: Primitive, tensors: Tensors, axis: int = 0) -> Tensor:
     shape = list(s0)
     shape[a] = offsets[-1]
     check_size(shape, "concatenate")
-    data = prim.fwd(NUMPY, *[t.data for t in ts], axis=a)
-    return record(data, prim, tuple(ts), ctx=(a, offsets))
+    redo = functools.partial(prim.fwd, NUMPY, axis=a)
+    return record(redo(*[t.data for t in ts]), prim, tuple(ts), ctx=(a, offsets), redo=redo)
 
 
 @public(STACK, "tensors joined along a new axis", method=False)
@@ -219,7 +224,8 @@ def stack(prim: Primitive, tensors: Tensors, axis: int = 0) -> Tensor:
             raise ShapeError(f"stack: all tensors need one shape, got {s0} and {t.data.shape}")
     a = normalize_axis(int(axis), len(s0) + 1, "stack")[0]
     check_size((len(ts), *s0), "stack")
-    return record(prim.fwd(NUMPY, *[t.data for t in ts], axis=a), prim, tuple(ts), ctx=a)
+    redo = functools.partial(prim.fwd, NUMPY, axis=a)
+    return record(redo(*[t.data for t in ts]), prim, tuple(ts), ctx=a, redo=redo)
 
 
 @public(FLIP, "order reversed")
@@ -227,7 +233,8 @@ def flip(prim: Primitive, x: Tensor, axis: Axis = None) -> Tensor:
     """Reverse the order of elements along ``axis`` (all axes when None)."""
     x = lift(x)
     axes = normalize_axis(axis, x.data.ndim, "flip")
-    return record(NUMPY.flip(x.data, axes), prim, (x,), ctx=axes)
+    redo = functools.partial(NUMPY.flip, axis=axes)
+    return record(redo(x.data), prim, (x,), ctx=axes, redo=redo)
 
 
 def _reshape_method(self: Tensor, *shape: Any) -> Tensor:

@@ -1,0 +1,366 @@
+"""Plans: one evaluation's primitive calls, recorded once and replayed on new arrays
+(docs/engine.md, "Replay").
+
+While a :class:`Recorder` is active (grad mode ``RECORD``, this thread only), every op
+that reads a value depending on the inputs is noted with the function that recomputes
+its output from its inputs' arrays (its *redo*), and backward is walked by
+:func:`Recorder.backward`, which runs the same rules in the same order as ``backward()``
+and notes each call. The notes make a :class:`Plan`: a flat list of steps, each a function
+and the slots of its arguments. Replaying it calls the same functions on the same kinds of
+arrays in the same order, so its values and gradients are the bits a fresh evaluation
+gives; no tensor, node or tree is made.
+
+What a plan cannot hold makes the recording fail (``Recorder.failed``), and the caller
+evaluates afresh: an op with no redo, a value that depends on the inputs read into Python
+(an index, a shape, a number: ``Recorder.opaque``), or a redo that does not give the bits
+the op gave. Data-dependent choices inside a forward function or a rule (where a tie
+falls, whether a matrix is singular) are made again on every replay, as the functions
+themselves run again.
+"""
+
+from __future__ import annotations
+
+import heapq
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .backend import NUMPY
+from .node import FACTOR, identity
+from .state import RECORD, STATE, set_mode
+from .tensor import Tensor, edge
+
+
+class RecordingFailed(Exception):
+    """The evaluation being recorded does something a plan cannot hold."""
+
+
+def _same_bits(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are the same array to the last bit (nan included)."""
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _as_array(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` whose result is always an array (a 0-d one for a NumPy scalar)."""
+    asarray = np.asarray
+
+    def call(*args: Any) -> Any:
+        return asarray(fn(*args))
+
+    return call
+
+
+class Recorder:
+    """Notes the steps of one evaluation. Slots hold every value a step reads or makes:
+    the inputs first, then constants (the namespace, contexts, arrays that depend on no
+    input), then the values steps make."""
+
+    def __init__(self, inputs: Sequence[Any]) -> None:
+        self.values: list[Any] = list(inputs)  # the slots' values while recording
+        self.n_inputs = len(self.values)
+        #: a value's slot, by the identity of the object (values are kept alive in
+        #: ``values``, so an identity is never reused while recording)
+        self.slot_of: dict[int, int] = {id(v): i for i, v in enumerate(self.values)}
+        self.derived: set[int] = set(range(self.n_inputs))  # slots that depend on inputs
+        self.steps: list[tuple[Callable[..., Any], tuple[int, ...], int]] = []
+        self.failed: str | None = None
+        self.leaf_grads: dict[int, int] = {}  # id(leaf tensor) -> slot of its gradient
+        self.kept_grads: dict[int, int] = {}  # id(retained tensor) -> slot of its gradient
+
+    # --- slots ----------------------------------------------------------------------
+    def _slot(self, value: Any) -> int:
+        """The slot of ``value``; a value not met before is a constant of the plan."""
+        slot = self.slot_of.get(id(value))
+        if slot is None:
+            slot = len(self.values)
+            self.values.append(value)
+            self.slot_of[id(value)] = slot
+        return slot
+
+    def _call(self, fn: Callable[..., Any], args: Sequence[Any]) -> Any:
+        """Call ``fn(*args)`` and note it; its result gets a slot of its own."""
+        slots = tuple(self._slot(a) for a in args)
+        out = fn(*args)
+        self._made(out, any(s in self.derived for s in slots))
+        self.steps.append((fn, slots, len(self.values) - 1))
+        return out
+
+    def _made(self, value: Any, derived: bool) -> None:
+        slot = len(self.values)
+        self.values.append(value)
+        self.slot_of[id(value)] = slot
+        if derived:
+            self.derived.add(slot)
+
+    def fail(self, why: str) -> None:
+        if self.failed is None:
+            self.failed = why
+
+    def depends(self, value: Any) -> bool:
+        """Whether ``value`` (an array) depends on the inputs."""
+        slot = self.slot_of.get(id(value))
+        return slot is not None and slot in self.derived
+
+    # --- forward ----------------------------------------------------------------------
+    def op(self, t: Tensor, inputs: Sequence[Any], redo: Callable[..., Any] | None) -> None:
+        """Note the op that made ``t`` from ``inputs``, if it read a value that depends on
+        the inputs: its redo, checked to give ``t``'s bits from the inputs' arrays."""
+        arrays = [i.data if type(i) is Tensor else i for i in inputs]
+        if not any(self.depends(a) for a in arrays):
+            return  # a constant of the plan, wherever it is read
+        if redo is None:
+            self.fail("an operation that cannot be replayed")
+            return
+        slots = tuple(self._slot(a) for a in arrays)
+        try:
+            with NUMPY.quiet():  # a check, not the evaluation: its errors are not counted
+                again = redo(*arrays)
+        except Exception:  # any failure means: evaluate afresh
+            self.fail("an operation whose replay fails")
+            return
+        if type(again) is not type(t.data) and type(t.data) is np.ndarray:
+            # a NumPy scalar from a 0-d operand, which the op made a 0-d array: so must the
+            # replay, as later ops compute with a scalar in other ways (x ** y to 1 ulp)
+            redo = _as_array(redo)
+            again = np.asarray(again)
+        if type(again) is not type(t.data) or not _same_bits(again, t.data):
+            self.fail("an operation whose replay differs")
+            return
+        self._made(t.data, True)
+        self.steps.append((redo, slots, len(self.values) - 1))
+
+    def opaque(self, t: Any, what: str) -> None:
+        """``t`` (a tensor or an array) is read into Python (a number, an index, a shape):
+        a plan cannot hold that when it depends on the inputs."""
+        if self.depends(t.data if type(t) is Tensor else t):
+            self.fail(f"{what} reads a value that depends on the inputs")
+
+    # --- backward ---------------------------------------------------------------------
+    def backward(self, root: Tensor, gradient: Any) -> None:
+        """``root.backward(gradient)`` (``gradient`` an array, or None for ones), noted.
+
+        This is ``backward._run_plain`` step for step: the same nodes in the same order,
+        the same rules, and the same buffers written in place, as the terms of a gradient
+        must be added in the same order with the same operand first (the sign of a nan
+        sum is its first operand's) and a 0-d array must stay an array where backward
+        keeps one. The tests replay every function and random programs against fresh
+        evaluations to the last bit; change the two walks together."""
+        from . import registry
+        from .backward import INPLACE_MIN, _ones
+
+        start = edge(root)  # its node, or the accumulator of a leaf (the program `x`)
+        if start is None:
+            return
+        xp = registry.namespaces()[0]
+        g = _ones(root.data) if gradient is None else gradient
+        self._slot(g)
+        call = self._call
+        ndarray = np.ndarray
+        node: Any = start
+        gnode: Any = g
+        own = False
+        ready: list[tuple[Any, Any, bool]] = []
+        nxt: Any = None
+        gnxt: Any = None
+        grads: dict[Any, Any] = {}
+        owned: set[Any] = set()
+        queue: list[tuple[int, Any]] = []
+        with NUMPY.quiet():
+            while True:
+                if node is None:
+                    if ready:
+                        node, gnode, own = ready.pop()
+                    elif queue:
+                        node = heapq.heappop(queue)[1]
+                        gnode = grads.pop(node)
+                        own = node in owned
+                    else:
+                        break
+                prim = node.prim
+                if prim is None:
+                    self.leaf_grads[id(node.variable)] = self._slot(gnode)
+                    node = None
+                    continue
+                if node.retained is not None:
+                    kept = node.retained()
+                    if kept is not None:
+                        self.kept_grads[id(kept)] = self._slot(gnode)
+                form, local_rule, nary, vjps, broadcasts, nsaved, _ = prim.plan
+                saved, ans, ctx = node.saved, node.ans, node.ctx
+                if form:
+                    to = node.next[0]
+                    args = (xp, ans, ctx, saved[0]) if nsaved else (xp, ans, ctx)
+                    local = call(local_rule, args)
+                    if (
+                        own
+                        and gnode.size >= INPLACE_MIN
+                        and (
+                            type(local) is float
+                            or (
+                                type(local) is ndarray
+                                and local.shape == gnode.shape
+                                and (local.dtype == gnode.dtype or local.dtype.kind == "b")
+                            )
+                        )
+                    ):
+                        into = NUMPY.multiply_into if form == FACTOR else NUMPY.divide_into
+                        gnode = call(into, (gnode, local))
+                    else:
+                        op = operator.mul if form == FACTOR else operator.truediv
+                        gnode = call(op, (gnode, local))
+                        own = type(gnode) is ndarray
+                    if to.uses == 1:
+                        node = to
+                        continue
+                    self._collect(to, gnode, own, grads, owned, queue)
+                    node = gnode = None
+                    continue
+                edges = node.next
+                shapes = ctx if broadcasts else None
+                node = nxt = None
+                for i, to in enumerate(edges):
+                    if to is None:
+                        continue
+                    if nary:
+                        pg = call(vjps[0], (xp, gnode, ans, ctx, i))
+                    else:
+                        rule = vjps[i]
+                        if rule is identity:
+                            pg = gnode
+                        elif rule is None:
+                            continue
+                        else:
+                            pg = call(rule, (xp, gnode, ans, ctx, *saved))
+                            if pg is None:
+                                continue
+                    if shapes is not None and pg.shape != shapes[i]:
+                        pg = call(xp.sum_to, (pg, shapes[i]))
+                    fresh = type(pg) is ndarray and pg.base is None and pg is not gnode
+                    if to.uses == 1:
+                        if nxt is not None:
+                            ready.append((nxt, gnxt, own))
+                        nxt, gnxt, own = to, pg, fresh
+                    elif to in owned:
+                        grads[to] = call(operator.iadd, (grads[to], pg))
+                    else:
+                        self._collect(to, pg, fresh, grads, owned, queue)
+                if nxt is not None:
+                    node, gnode = nxt, gnxt
+                    gnxt = None
+                else:
+                    gnode = None
+
+    def _collect(
+        self,
+        to: Any,
+        pg: Any,
+        fresh: bool,
+        grads: dict[Any, Any],
+        owned: set[Any],
+        queue: list[Any],
+    ) -> None:
+        """``backward._collect``, noted."""
+        prev = grads.get(to)
+        if prev is None:
+            grads[to] = pg
+            heapq.heappush(queue, (-to.seq, to))
+            if fresh:
+                owned.add(to)
+        elif to in owned:
+            grads[to] = self._call(operator.iadd, (prev, pg))
+        elif fresh:
+            grads[to] = self._call(operator.iadd, (pg, prev))
+            owned.add(to)
+        else:
+            total = grads[to] = self._call(operator.add, (prev, pg))
+            if type(total) is np.ndarray:
+                owned.add(to)
+
+    # --- the plan -----------------------------------------------------------------------
+    def slot(self, value: Any) -> int:
+        """The slot of a value met while recording (a new constant if it was not)."""
+        return self._slot(value)
+
+    def plan(self, outputs: Sequence[int | None], n_forward: int) -> Plan:
+        """The plan that gives the values of the slots ``outputs`` (None: no value) from
+        new inputs; its first ``n_forward`` steps are the forward pass."""
+        return Plan(self, list(outputs), n_forward)
+
+
+class Plan:
+    """Steps to replay on new inputs (arrays of the recorded shapes and dtypes)."""
+
+    __slots__ = ("backward_steps", "forward_steps", "n_inputs", "outputs", "template")
+
+    def __init__(self, rec: Recorder, outputs: list[int | None], n_forward: int) -> None:
+        self.n_inputs = rec.n_inputs
+        steps = rec.steps
+        made = {out for _, _, out in steps}
+        # constants stay in their slots; the rest are made by the steps on each replay
+        self.template = [
+            None if i in rec.derived or i in made else v for i, v in enumerate(rec.values)
+        ]
+        # after each step, the slots no later step reads and no output is: their arrays
+        # are let go at once (a replay's peak memory is backward's, not all of it)
+        keep = {s for s in outputs if s is not None}
+        last: dict[int, int] = {}
+        for k, (_, slots, _) in enumerate(steps):
+            for s in slots:
+                last[s] = k
+        dead: list[list[int]] = [[] for _ in steps]
+        for s, k in last.items():
+            if s not in keep and (s in made or s < self.n_inputs):
+                dead[k].append(s)
+        planned = [
+            (fn, slots, out, tuple(d)) for (fn, slots, out), d in zip(steps, dead, strict=True)
+        ]
+        self.forward_steps = planned[:n_forward]
+        self.backward_steps = planned[n_forward:]
+        self.outputs = outputs
+
+    def run(self, inputs: Sequence[Any]) -> list[Any]:
+        """The outputs' values for ``inputs`` (None where an output is None)."""
+        values = self.template.copy()
+        values[: self.n_inputs] = inputs
+        del inputs  # the caller keeps its own; the plan drops an input when it is dead
+        get = values.__getitem__
+        for fn, slots, out, dead in self.forward_steps:
+            values[out] = fn(*map(get, slots))
+            for s in dead:
+                values[s] = None
+        with NUMPY.quiet():  # as backward(): its floating-point errors are not reported
+            for fn, slots, out, dead in self.backward_steps:
+                values[out] = fn(*map(get, slots))
+                for s in dead:
+                    values[s] = None
+        return [None if s is None else values[s] for s in self.outputs]
+
+
+class recording:
+    """Record the ops of a block (this thread only): ``with recording(inputs) as rec:``."""
+
+    def __init__(self, inputs: Sequence[Any]) -> None:
+        self.recorder = Recorder(inputs)
+
+    def __enter__(self) -> Recorder:
+        self._prev = (STATE.recorder, set_mode(RECORD))
+        STATE.recorder = self.recorder
+        return self.recorder
+
+    def __exit__(self, *exc: object) -> None:
+        recorder, mode = self._prev
+        STATE.recorder = recorder
+        set_mode(mode)
+
+
+def opaque(t: Any, what: str) -> None:
+    """``t``'s value is about to be read into Python (see :meth:`Recorder.opaque`)."""
+    recorder = STATE.recorder
+    if recorder is not None:
+        recorder.opaque(t, what)
+
+
+__all__ = ["Plan", "Recorder", "RecordingFailed", "opaque", "recording"]

@@ -1,0 +1,255 @@
+"""Compiled programs: parsed once; on the first evaluation with given input shapes, the
+engine's calls are recorded as a plan, and later evaluations with those shapes replay it
+(docs/api.md, "Compiled programs"; docs/engine.md, "Replay").
+
+A replay gives the bits a fresh evaluation gives; a program the plan cannot hold (see
+``autograd/replay.py``) is evaluated afresh every time, and so is a replay that fails
+(a matrix singular for these values), which then reports what a fresh evaluation reports.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+
+from . import autograd as E
+from .api import Result, Setup, _grad_output, _root, _Run, evaluate
+from .autograd.replay import Plan, recording
+from .errors import GradcliError
+from .language import DEFAULT_MAX_PROGRAM_CHARS, check_program_length, compile_program
+
+#: a key whose evaluation cannot be planned: evaluated afresh every time
+_UNPLANNED = object()
+
+
+class _Recorded:
+    """A plan and how to read a :class:`_Run` out of its outputs."""
+
+    __slots__ = ("bindings", "derived_value", "names", "out_shape", "overflow", "plan",
+                 "reduction", "wanted")  # fmt: skip
+
+    def __init__(
+        self,
+        plan: Plan,
+        names: list[str],
+        wanted: list[str],
+        bindings: list[tuple[str, str]],
+        reduction: str | None,
+        overflow: bool,
+        out_shape: tuple[int, ...],
+        derived_value: bool,
+    ) -> None:
+        self.plan = plan
+        self.names = names  # the inputs, in order
+        self.wanted = wanted  # those with a gradient
+        #: per binding: its name and where its gradient comes from ("none": it has none,
+        #: "grad": the plan's output, zeros when the plan gives none)
+        self.bindings = bindings
+        self.reduction = reduction
+        self.overflow = overflow
+        self.out_shape = out_shape
+        self.derived_value = derived_value  # else the output is a constant of the plan
+
+    def run(self, setup: Setup, grad_output: Any, max_elements: int) -> _Run:
+        inputs = [setup.values[n] for n in self.names]
+        if grad_output is not None:
+            g = _grad_output(grad_output, setup, max_elements)
+            if g.shape != self.out_shape:
+                raise _Fallback  # a fresh evaluation says what is wrong, as it would
+            inputs.append(g)
+        outs = iter(self.plan.run(inputs))
+        value = next(outs)
+        if not self.derived_value:
+            value = np.array(value, copy=True)  # the plan's constant is not the caller's
+        grads: dict[str, np.ndarray | None] = {}
+        for name in self.names:
+            if name in self.wanted:
+                grads[name] = _own(next(outs), setup.values[name])
+            else:
+                grads[name] = None
+        intermediates: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
+        for name, kind in self.bindings:
+            v = next(outs)
+            g_b = next(outs)
+            intermediates[name] = (v, None if kind == "none" else _own(g_b, v))
+        return _Run(value, grads, intermediates, self.reduction, self.overflow)
+
+
+def _own(g: Any, like: np.ndarray) -> np.ndarray:
+    """A gradient of the caller's own (clipping writes into it), in ``like``'s dtype; zeros
+    where backward reached nothing."""
+    if g is None:
+        return np.zeros_like(like)
+    return np.array(g, dtype=like.dtype, copy=True)
+
+
+class _Fallback(Exception):
+    """This evaluation is made afresh."""
+
+
+class Plans:
+    """Plans of evaluations by program, options and input shapes (the last ``size`` kept).
+    Give one to :func:`gradcli.evaluate` (``plans=``) to have evaluations of a program seen
+    before replayed; thread-safe."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._entries: OrderedDict[Any, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def run(
+        self, setup: Setup, grad_output: Any, seed: int, max_elements: int, errors: Any
+    ) -> _Run | None:
+        """The evaluation by a plan (recorded now if need be), or None: evaluate afresh.
+        ``errors``: the floating-point errors counted for this evaluation."""
+        key = (
+            setup.program.text, tuple(setup.wanted), setup.dtype, seed, max_elements,
+            grad_output is None,
+            tuple((n, v.shape, v.dtype.str) for n, v in setup.values.items()),
+        )  # fmt: skip
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+        if entry is _UNPLANNED:
+            return None
+        if entry is None:
+            entry = _record(setup, grad_output, seed, max_elements)
+            errors.counts.clear()  # the recording's own: the replay below counts them
+            if entry is None:
+                return None  # an error for these values: a fresh evaluation reports it
+            with self._lock:
+                self._entries[key] = entry
+                while len(self._entries) > self.size:
+                    self._entries.popitem(last=False)
+            if entry is _UNPLANNED:
+                return None
+        try:
+            return entry.run(setup, grad_output, max_elements)
+        except (_Fallback, GradcliError, ArithmeticError, ValueError, np.linalg.LinAlgError):
+            errors.counts.clear()  # counted by the failed replay: the fresh one counts
+            return None
+
+
+def _record(setup: Setup, grad_output: Any, seed: int, max_elements: int) -> Any:
+    """Evaluate once with the engine's calls recorded: a :class:`_Recorded`, or
+    ``_UNPLANNED`` when the evaluation cannot be planned, or None when it raised."""
+    try:
+        leaves = setup.leaves()
+        names = list(leaves)
+        g = None if grad_output is None else _grad_output(grad_output, setup, max_elements)
+        inputs = [leaves[n].data for n in names] + ([] if g is None else [g])
+        with recording(inputs) as rec:
+            ev = setup.program.run(leaves, dtype=setup.dtype, seed=seed)
+            out = ev.output
+            root, reduction = _root(out, g)
+            n_forward = len(rec.steps)
+            if root.requires_grad:
+                rec.backward(root, g)
+    except Exception:  # a fresh evaluation raises it, as it would
+        return None
+    if rec.failed is not None:
+        return _UNPLANNED
+    outputs: list[int | None] = [rec.slot(out.data)]
+    wanted = [n for n in names if n in setup.wanted]
+    outputs += [rec.leaf_grads.get(id(leaves[n])) for n in wanted]
+    bindings: list[tuple[str, str]] = []
+    for name, t in ev.bindings.items():
+        outputs.append(rec.slot(t.data))
+        if not t.requires_grad:
+            bindings.append((name, "none"))
+            outputs.append(None)
+        else:
+            bindings.append((name, "grad"))
+            grads = rec.leaf_grads if t.is_leaf else rec.kept_grads
+            outputs.append(grads.get(id(t)))
+    plan = rec.plan(outputs, n_forward)
+    return _Recorded(
+        plan, names, wanted, bindings, reduction, ev.literal_overflow, out.shape,
+        rec.depends(out.data),
+    )  # fmt: skip
+
+
+class Compiled:
+    """A program compiled by :func:`compile`: call it with inputs for a :class:`Result`."""
+
+    def __init__(
+        self,
+        expr: str,
+        *,
+        wrt: Iterable[str] | None = None,
+        dtype: Any = "float64",
+        seed: int = 0,
+        max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+        max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
+        plans: int = 16,
+    ) -> None:
+        from .api import _shown
+        from .errors import InputError
+
+        if not isinstance(expr, str):
+            raise InputError(f"expr must be a string, not {_shown(expr)}")
+        check_program_length(expr, max_program_chars)
+        compile_program(expr)  # a parse error now, not at the first call
+        self.expr = expr
+        self.wrt = None if wrt is None else list(wrt)
+        self.dtype = dtype
+        self.seed = seed
+        self.max_elements = max_elements
+        self.max_program_chars = max_program_chars
+        self.plans = Plans(plans)
+
+    def __repr__(self) -> str:
+        return f"<compiled {self.expr!r}, {len(self.plans)} plan(s)>"
+
+    def __call__(
+        self,
+        inputs: Mapping[str, Any] | None = None,
+        *,
+        grad_output: Any = None,
+        clip_norm: float | None = None,
+        norm_type: Any = 2.0,
+        clip_value: float | None = None,
+        id: Any = None,
+    ) -> Result:
+        return evaluate(
+            self.expr,
+            inputs,
+            wrt=self.wrt,
+            grad_output=grad_output,
+            clip_norm=clip_norm,
+            norm_type=norm_type,
+            clip_value=clip_value,
+            dtype=self.dtype,
+            seed=self.seed,
+            max_elements=self.max_elements,
+            max_program_chars=self.max_program_chars,
+            id=id,
+            plans=self.plans,
+        )
+
+
+def compile(
+    expr: str,
+    *,
+    wrt: Iterable[str] | None = None,
+    dtype: Any = "float64",
+    seed: int = 0,
+    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
+) -> Compiled:
+    """``expr`` parsed once, to be evaluated many times: ``f = gradcli.compile("sum(a*b+b)")``,
+    then ``f({"a": [3, 4], "b": [5, 6]})`` is ``evaluate("sum(a*b+b)", {...})``, the same
+    numbers to the last bit. The first call with given input shapes records the engine's
+    calls; later calls with those shapes replay them, with no parsing, tree or graph."""
+    return Compiled(
+        expr, wrt=wrt, dtype=dtype, seed=seed, max_elements=max_elements,
+        max_program_chars=max_program_chars,
+    )  # fmt: skip

@@ -1,0 +1,274 @@
+"""Compiled programs (issue 14; docs/api.md, "Compiled programs"): ``gradcli.compile`` records
+a plan on the first call with given input shapes and replays it after. A replay must give a
+fresh evaluation's bits: the value, every gradient and every binding, equal to the last bit
+(nan included), with the same warnings and notes, on the whole function table and on random
+programs from the property-test generators.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from strategies import programs
+
+import gradcli
+from gradcli.compiled import _UNPLANNED, _Recorded
+from gradcli.language import FUNCTIONS
+
+RNG = np.random.default_rng(20261203)
+
+
+def _pos(*shape: int) -> np.ndarray:
+    return RNG.uniform(0.2, 0.9, shape)
+
+
+def _any(*shape: int) -> np.ndarray:
+    return RNG.uniform(-2.0, 2.0, shape)
+
+
+def _spd(n: int) -> np.ndarray:
+    a = RNG.uniform(-1, 1, (n, n))
+    return a @ a.T / n + np.eye(n)
+
+
+X, Y, V, M = _any(3, 4), _any(3, 4), _any(4), _spd(4)
+P = _pos(3, 4)  # inside every domain (log, arcsin, arccosh of 1 + p ...)
+
+#: (program, inputs): every function of the language, the operators, indexing, bindings
+ON_ANY = "abs sign square exp expm1 sin cos tan arctan sinh cosh tanh arcsinh sigmoid relu"
+ON_ANY += " softplus silu floor ceil round"
+ON_POSITIVE = "sqrt log log2 log10 log1p arcsin arccos arctanh"
+REDUCTIONS = "sum mean prod max min logsumexp norm var std"
+CASES: list[tuple[str, dict[str, Any]]] = [
+    *[(f"sum({n}(x))", {"x": X}) for n in ON_ANY.split()],
+    *[(f"sum({n}(p))", {"p": P}) for n in ON_POSITIVE.split()],
+    ("sum(arccosh(1 + p))", {"p": P}),
+    *[(f"sum({n}(x, y))", {"x": X, "y": Y}) for n in ("maximum", "minimum", "arctan2")],
+    ("sum(pow(p, y))", {"p": P, "y": Y}),
+    ("sum(p ** 2.5 + x ^ 2)", {"p": P, "x": X}),
+    ("sum(clip(x, -0.5, y))", {"x": X, "y": Y}),
+    ("sum(where(x > y, x * 2, y))", {"x": X, "y": Y}),
+    *[(f"{n}(x, axis=1)", {"x": X}) for n in REDUCTIONS.split()],
+    ("sum(max(x) + min(x, axis=0, keepdims=true)) + norm(x, ord=inf)", {"x": X}),
+    ("var(x, ddof=1) + std(x, axis=0, ddof=1)[1]", {"x": X}),
+    ("sum(softmax(x) * y) + sum(log_softmax(x, axis=0))", {"x": X, "y": Y}),
+    ("sum(reshape(x, 4, 3) @ v[:3])", {"x": X, "v": V}),
+    ("sum(transpose(x) * flatten(y)[:3])", {"x": X, "y": Y}),
+    ("sum(squeeze(expand_dims(x, 0)) * x.T.T)", {"x": X}),
+    ("sum(concatenate([x, y], axis=1) ** 2) + sum(stack([x, y]) * 3)", {"x": X, "y": Y}),
+    ("sum(flip(x, axis=1) * y)", {"x": X, "y": Y}),
+    ("sum(matmul(x, v)) + dot(v, v) + sum(outer(v, v)) + sum(x @ M)", {"x": X, "v": V, "M": M}),
+    ("trace(M) + sum(diag(M)) + sum(diag(v, k=1))", {"M": M, "v": V}),
+    ("det(M) + sum(inv(M)) + sum(solve(M, v))", {"M": M, "v": V}),
+    ("sum(x * zeros(3, 4) + ones(3, 4) * y + full((3, 4), 2) + eye(3, 4))", {"x": X, "y": Y}),
+    ("sum(v * arange(4) + linspace(0, 1, 4) * v)", {"v": V}),
+    ("sum(x * rand(3, 4) + y * randn(3, 4))", {"x": X, "y": Y}),
+    ("h = a*b; g = tanh(h) + b; sum(g * h)", {"a": V, "b": V[::-1].copy()}),
+    ("x[1] * 2 + x[:, 2].T[0] + sum(x[[0, 2], 1:3])", {"x": X}),
+    ("-x**2 / (1 + y*y) - (x != y) + (x <= y) * 3 + pi * e", {"x": X, "y": Y}),
+    ("[x[0, :3], v[1:4] + 1, [1, 2, 3]] @ [1, 2, 3]", {"x": X, "v": V}),
+    ("h = x; sum(h * y)", {"x": X, "y": Y}),
+    ("2 * 3", {}),
+]
+NAMES_COVERED = {
+    word
+    for text, _ in CASES
+    for word in text.replace("(", " ").replace(")", " ").replace(",", " ").split()
+}
+
+
+def test_the_cases_cover_every_function_of_the_language() -> None:
+    missing = sorted({f.name for f in FUNCTIONS.values()} - NAMES_COVERED)
+    assert not missing, f"no compiled-program case for {missing}"
+
+
+def _bits(a: Any) -> tuple[str, tuple[int, ...], bytes]:
+    a = np.asarray(a)
+    return a.dtype.str, a.shape, a.tobytes()
+
+
+def assert_same_bits(got: gradcli.Result, want: gradcli.Result, what: str) -> None:
+    assert _bits(got.value) == _bits(want.value), f"{what}: value {got.value} != {want.value}"
+    assert list(got.grads) == list(want.grads)
+    for name, g in want.grads.items():
+        if g is None:
+            assert got.grads[name] is None, f"{what}: {name} has a gradient"
+        else:
+            assert _bits(got.grads[name]) == _bits(g), (
+                f"{what}: gradient of {name}: {got.grads[name]} != {g}"
+            )
+    assert list(got.intermediates) == list(want.intermediates)
+    for name, (v, g) in want.intermediates.items():
+        gv, gg = got.intermediates[name]
+        assert _bits(gv) == _bits(v), f"{what}: binding {name}"
+        assert (gg is None) == (g is None) and (g is None or _bits(gg) == _bits(g)), (
+            f"{what}: gradient of binding {name}"
+        )
+    assert got.reduction == want.reduction
+    assert (got.clip is None) == (want.clip is None)
+    if want.clip is not None:
+        assert got.clip.keys() == want.clip.keys()
+        assert all(_bits(got.clip[k]) == _bits(v) for k, v in want.clip.items()), what
+    assert (got.warnings, got.notes) == (want.warnings, want.notes), what
+
+
+def _other(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Other values of the same shapes (kept in the functions' domains)."""
+    out = {}
+    for name, v in inputs.items():
+        v = np.asarray(v, dtype=float)
+        if name == "M":
+            out[name] = _spd(v.shape[0])
+        elif name == "p":
+            out[name] = _pos(*v.shape)
+        else:
+            out[name] = _any(*v.shape)
+    return out
+
+
+def _plan_of(f: gradcli.Compiled) -> Any:
+    (entry,) = f.plans._entries.values()
+    return entry
+
+
+@pytest.mark.parametrize(("text", "inputs"), CASES, ids=[t for t, _ in CASES])
+def test_a_replay_gives_a_fresh_evaluations_bits(text: str, inputs: dict[str, Any]) -> None:
+    f = gradcli.compile(text)
+    first = f(inputs)
+    assert_same_bits(first, gradcli.evaluate(text, inputs), f"{text}, recorded")
+    assert isinstance(_plan_of(f), _Recorded), f"{text} was not planned"
+    for k in range(3):
+        again = _other(inputs)
+        assert_same_bits(f(again), gradcli.evaluate(text, again), f"{text}, replay {k}")
+
+
+def test_a_replay_reads_no_tensor_and_makes_no_node(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After recording, a call runs the plan: no program tree is walked, no tensor made."""
+    f = gradcli.compile("h = tanh(W @ x); sum(h ** 2)")
+    inputs = {"W": M, "x": V}
+    want = f(inputs)
+    import importlib
+
+    tensor_module = importlib.import_module("gradcli.autograd.tensor")
+    evaluate_module = importlib.import_module("gradcli.language.evaluate")
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a replay walked the program or made a tensor")
+
+    monkeypatch.setattr(evaluate_module.Program, "run", refuse)
+    monkeypatch.setattr(tensor_module.Tensor, "__new__", refuse)
+    assert_same_bits(f(inputs), want, "replay")
+
+
+def test_ties_and_zeros_are_data_and_replay_correctly() -> None:
+    """Where a tie of max falls, or which element of a product is zero, is data: the rules
+    run again on every replay."""
+    f = gradcli.compile("max(x) + prod(y)")
+    f({"x": [1.0, 2.0, 3.0], "y": [1.0, 2.0, 3.0]})
+    for x, y in ([[3.0, 3.0, 1.0], [0.0, 2.0, 3.0]], [[2.0, 5.0, 5.0], [0.0, 0.0, 4.0]]):
+        inputs = {"x": x, "y": y}
+        assert_same_bits(f(inputs), gradcli.evaluate("max(x) + prod(y)", inputs), str(inputs))
+    assert f({"x": [3.0, 3.0, 1.0], "y": [1.0, 1.0, 1.0]}).grads["x"].tolist() == [0.5, 0.5, 0]
+
+
+@pytest.mark.parametrize(
+    ("text", "inputs"),
+    [
+        ("x[i]", {"x": [1.0, 2.0, 3.0], "i": 1}),  # an index that depends on an input
+        ("sum(x ** k)", {"x": [1.0, 2.0], "k": 2}),  # an exponent from an input
+        ("sum(reshape(x, n, -1))", {"x": [1.0] * 8, "n": 4}),  # a shape from an input
+        ("sum([k, k] * x)", {"x": [1.0, 2.0], "k": 3}),  # a literal of inputs, copied
+    ],
+    ids=["index", "exponent", "shape", "literal"],
+)
+def test_a_value_of_the_inputs_read_into_python_is_never_planned(
+    text: str, inputs: dict[str, Any]
+) -> None:
+    f = gradcli.compile(text, wrt=["x"])
+    assert_same_bits(f(inputs), gradcli.evaluate(text, inputs, wrt=["x"]), text)
+    assert _plan_of(f) is _UNPLANNED
+    changed = {**inputs, **{k: (0 if k == "i" else 1) for k in inputs if k != "x"}}
+    if "n" in inputs:
+        changed["n"] = 2
+    assert_same_bits(f(changed), gradcli.evaluate(text, changed, wrt=["x"]), text)
+
+
+def test_a_replay_that_fails_is_answered_as_a_fresh_evaluation() -> None:
+    f = gradcli.compile("sum(inv(A))")
+    f({"A": [[2.0, 0.0], [0.0, 4.0]]})
+    singular = {"A": [[1.0, 2.0], [2.0, 4.0]]}
+    with pytest.raises(gradcli.DomainError) as replayed:
+        f(singular)
+    with pytest.raises(gradcli.DomainError) as fresh:
+        gradcli.evaluate("sum(inv(A))", singular)
+    assert str(replayed.value) == str(fresh.value)
+
+
+def test_options_and_warnings_as_evaluate() -> None:
+    text = "h = log(x) * y; h / x"
+    f = gradcli.compile(text, wrt=["x"], dtype="float32")
+    for inputs in ({"x": [1.0, 2.0], "y": [3.0, 4.0]}, {"x": [0.0, -1.0], "y": [1.0, 2.0]}):
+        for options in (
+            {},
+            {"grad_output": [1.0, -2.0]},
+            {"clip_norm": 0.5},
+            {"clip_value": 0.25, "id": 7},
+        ):
+            want = gradcli.evaluate(text, inputs, wrt=["x"], dtype="float32", **options)
+            assert_same_bits(f(inputs, **options), want, f"{inputs} {options}")
+    with pytest.raises(gradcli.ShapeError, match="grad_output has shape"):
+        f({"x": [1.0, 2.0], "y": [3.0, 4.0]}, grad_output=[1.0, 2.0, 3.0])
+
+
+def test_new_shapes_record_a_new_plan_and_results_are_the_callers() -> None:
+    f = gradcli.compile("sum(x * x)")
+    a = f({"x": [1.0, 2.0]})
+    b = f({"x": [[1.0], [2.0]]})
+    c = f({"x": [1.0, 2.0]})
+    assert len(f.plans) == 2
+    assert a.grads["x"].tolist() == c.grads["x"].tolist() == [2.0, 4.0]
+    assert b.grads["x"].tolist() == [[2.0], [4.0]]
+    c.grads["x"][:] = 0  # clipping writes into gradients: each result has arrays of its own
+    assert f({"x": [1.0, 2.0]}).grads["x"].tolist() == [2.0, 4.0]
+
+
+def test_a_compiled_program_from_eight_threads_gives_single_threaded_bits() -> None:
+    text = "sum(tanh(W @ x) ** 2)"
+    f = gradcli.compile(text)
+    cases = [{"W": _spd(4) * k, "x": _any(4)} for k in range(8)]
+    want = [gradcli.evaluate(text, c) for c in cases]
+    bad: list[str] = []
+
+    def work(i: int) -> None:
+        for _ in range(50):
+            got = f(cases[i])
+            try:
+                assert_same_bits(got, want[i], f"thread {i}")
+            except AssertionError as e:
+                bad.append(str(e))
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not bad, bad[:3]
+
+
+def test_a_parse_error_is_raised_by_compile() -> None:
+    with pytest.raises(gradcli.ParseError):
+        gradcli.compile("a +* b")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(programs())
+def test_random_programs_replay_to_the_last_bit(p: Any) -> None:
+    f = gradcli.compile(p.text)
+    first = f(p.inputs)
+    assert_same_bits(first, gradcli.evaluate(p.text, p.inputs), "recorded")
+    shifted = {k: v * 0.75 + 0.125 for k, v in p.inputs.items()}
+    assert_same_bits(f(shifted), gradcli.evaluate(p.text, shifted), "replayed")
