@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from .api import as_gradcli_error, evaluate, request_id, request_kwargs
+from .compiled import Plans
 from .errors import InputError, LimitError, ShapeError
 from .io import dumps, json_array, parse_json_text
 from .language import DEFAULT_MAX_PROGRAM_CHARS
@@ -51,6 +52,9 @@ def run_batch(
     """Answer every request of ``stream`` through ``write``; returns the number that failed."""
     totals: dict[str, Any] = {}
     ok = failed = 0
+    # a stream's requests are mostly a few programs: each is planned once per input shapes
+    # and replayed after (gradcli.compiled), with the numbers of a fresh evaluation
+    plans = Plans()
     progress = _progress(progress_total)
     try:
         for number, raw, size in read_lines(stream, max_line_bytes):
@@ -71,6 +75,7 @@ def run_batch(
                     **request_kwargs(request),
                     max_elements=max_elements,
                     max_program_chars=max_program_chars,
+                    plans=plans,
                 )
                 if accumulate:
                     _accumulate(totals, result.grads)

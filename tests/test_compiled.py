@@ -272,3 +272,42 @@ def test_random_programs_replay_to_the_last_bit(p: Any) -> None:
     assert_same_bits(first, gradcli.evaluate(p.text, p.inputs), "recorded")
     shifted = {k: v * 0.75 + 0.125 for k, v in p.inputs.items()}
     assert_same_bits(f(shifted), gradcli.evaluate(p.text, shifted), "replayed")
+
+
+def test_batch_replays_plans_and_answers_as_evaluate_does() -> None:
+    """A stream of a few programs in any order, with other shapes, options and errors
+    between: every response is the one a fresh evaluation gives, byte for byte."""
+    import io
+    import json
+
+    from gradcli.api import request_kwargs
+    from gradcli.batch import run_batch
+    from gradcli.io import dumps
+
+    programs_ = ["sum(a*b+b)", "h = tanh(a) * b; h", "a @ b"]
+    lines = []
+    rng = np.random.default_rng(7)
+    for i in range(60):
+        expr = programs_[i % 3]
+        n = 2 + (i // 20)  # three shapes per program
+        request: dict[str, Any] = {
+            "id": i, "expr": expr,
+            "inputs": {"a": rng.normal(size=n).tolist(), "b": rng.normal(size=n).tolist()},
+        }  # fmt: skip
+        if i % 7 == 0:
+            request["wrt"] = ["a"]
+        if i % 11 == 0:
+            request["clip_norm"] = 0.5
+        if i % 13 == 0:
+            request["inputs"]["b"] = [1.0] * (n + 1)  # a shape error
+        lines.append(json.dumps(request))
+    out: list[str] = []
+    run_batch(io.BytesIO(("\n".join(lines) + "\n").encode()), out.append)
+    for line, response in zip(lines, out, strict=True):
+        request = json.loads(line)
+        try:
+            want = dumps(gradcli.evaluate(**request_kwargs(request)).to_json())
+        except gradcli.GradcliError:
+            assert '"error"' in response
+            continue
+        assert response == want, request
