@@ -18,6 +18,7 @@ import numpy as np
 
 from . import autograd as E
 from .api import Setup, check_norm_type, prepare
+from .compiled import Plans
 from .errors import InputError, LimitError, ShapeError
 from .io import json_array
 from .language import DEFAULT_MAX_PROGRAM_CHARS
@@ -309,9 +310,13 @@ def _compare(
     )
 
 
-def _numeric_jacobian(setup: Setup, name: str, seed: int, eps: float, order: int) -> np.ndarray:
+def _numeric_jacobian(
+    setup: Setup, name: str, seed: int, eps: float, order: int, plans: Plans, fp: Any,
+    max_elements: int,
+) -> np.ndarray:  # fmt: skip
     """Central differences, in float64, of the output (order 1) or of the analytic gradient
-    (order 2) with respect to each element of input ``name``: shape (out_size, in_size)."""
+    (order 2) with respect to each element of input ``name``: shape (out_size, in_size).
+    Each is one program on values of the same shapes: replayed from ``plans``."""
     base = setup.values[name]
     columns = []
     for k in range(base.size):
@@ -321,19 +326,33 @@ def _numeric_jacobian(setup: Setup, name: str, seed: int, eps: float, order: int
             moved = base.astype(np.float64, copy=True)
             moved.flat[k] += step
             values[name] = moved
-            shifted = Setup(setup.program, values, setup.wanted, "float64")
-            if order == 1:
+            if order == 1:  # no gradient: a plan of the forward pass alone
+                shifted = Setup(setup.program, values, [], "float64")
+                run = plans.run(shifted, None, seed, max_elements, fp)
+                if run is not None:
+                    results.append(run.value.astype(np.float64).ravel())
+                    continue
                 leaves = shifted.leaves()
                 out = shifted.program.run(leaves, dtype="float64", seed=seed, retain=False)
                 results.append(out.output.data.astype(np.float64).ravel())
             else:
-                results.append(_flat_gradient(shifted, seed))
+                shifted = Setup(setup.program, values, setup.wanted, "float64")
+                results.append(_flat_gradient(shifted, seed, plans, fp, max_elements))
         columns.append((results[0] - results[1]) / (2 * eps))
     size = columns[0].size if columns else 0
     return np.stack(columns, axis=1) if columns else np.zeros((size, 0))
 
 
-def _flat_gradient(setup: Setup, seed: int) -> np.ndarray:
+def _asked(g: np.ndarray | None) -> np.ndarray:
+    assert g is not None  # asked for (wanted): zeros where backward reached nothing
+    return g
+
+
+def _flat_gradient(setup: Setup, seed: int, plans: Plans, fp: Any, max_elements: int) -> np.ndarray:
+    run = plans.run(setup, None, seed, max_elements, fp)
+    if run is not None and run.reduction is None:  # a scalar output (else: the error below)
+        flat = [np.ravel(_asked(run.grads[n])).astype(np.float64) for n in setup.wanted]
+        return np.concatenate(flat) if flat else np.zeros(0)
     leaves = setup.leaves()
     out = setup.program.run(leaves, dtype=setup.dtype, seed=seed, retain=False).output
     _scalar_output(out, "check --order 2")
@@ -392,8 +411,9 @@ def check(
                 n: h[:, offsets[i] : offsets[i + 1]].astype(np.float64)
                 for i, n in enumerate(setup.wanted)
             }
+        plans = Plans(4)
         for name in setup.wanted:
-            numeric = _numeric_jacobian(setup, name, seed, eps, order)
+            numeric = _numeric_jacobian(setup, name, seed, eps, order, plans, fp, max_elements)
             c = _compare(analytic[name], numeric, setup.values[name].shape, rtol, atol)
             result.inputs[name] = c
             result.ok = result.ok and c.ok
@@ -698,7 +718,22 @@ def optimize(
         opt = optim.SGD(params, lr=lr, momentum=momentum if optimizer == "momentum" else 0.0)
     history = LossHistory(max_history)
 
+    plans = Plans(2)
+
     def loss_and_grad() -> float:
+        # every step evaluates one program on new values of the same shapes: replayed from
+        # its plan (gradcli.compiled), the numbers of a fresh evaluation
+        run = plans.run(setup, None, seed, max_elements, fp, zeros=False)
+        if run is not None and run.reduction is None:
+            for n, leaf in zip(setup.wanted, params, strict=True):
+                g = run.grads[n]
+                if g is None:
+                    continue
+                if leaf.grad is None:
+                    leaf.grad = E.from_numpy(g)
+                else:
+                    leaf.grad.data += g
+            return float(run.value)
         out = setup.program.run(leaves, dtype=setup.dtype, seed=seed, retain=False).output
         _scalar_output(out, "optimize")
         if out.requires_grad:

@@ -54,7 +54,9 @@ class _Recorded:
         self.out_shape = out_shape
         self.derived_value = derived_value  # else the output is a constant of the plan
 
-    def run(self, setup: Setup, grad_output: Any, max_elements: int) -> _Run:
+    def run(self, setup: Setup, grad_output: Any, max_elements: int, zeros: bool = True) -> _Run:
+        """The evaluation for ``setup``'s values; a gradient backward never reached is
+        zeros (as ``evaluate`` reports it), or None with ``zeros=False`` (as ``.grad``)."""
         inputs = [setup.values[n] for n in self.names]
         if grad_output is not None:
             g = _grad_output(grad_output, setup, max_elements)
@@ -68,7 +70,8 @@ class _Recorded:
         grads: dict[str, np.ndarray | None] = {}
         for name in self.names:
             if name in self.wanted:
-                grads[name] = _own(next(outs), setup.values[name])
+                g = next(outs)
+                grads[name] = None if g is None and not zeros else _own(g, setup.values[name])
             else:
                 grads[name] = None
         intermediates: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
@@ -105,10 +108,19 @@ class Plans:
         return len(self._entries)
 
     def run(
-        self, setup: Setup, grad_output: Any, seed: int, max_elements: int, errors: Any
+        self,
+        setup: Setup,
+        grad_output: Any,
+        seed: int,
+        max_elements: int,
+        errors: Any,
+        zeros: bool = True,
     ) -> _Run | None:
         """The evaluation by a plan (recorded now if need be), or None: evaluate afresh.
-        ``errors``: the floating-point errors counted for this evaluation."""
+        ``errors``: where floating-point errors are counted (only this evaluation's are
+        added: a recording's and a failed replay's are taken back). ``zeros``: see
+        :meth:`_Recorded.run`."""
+        before = dict(errors.counts)
         key = (
             setup.program.text, tuple(setup.wanted), setup.dtype, seed, max_elements,
             grad_output is None,
@@ -122,7 +134,7 @@ class Plans:
             return None
         if entry is None:
             entry = _record(setup, grad_output, seed, max_elements)
-            errors.counts.clear()  # the recording's own: the replay below counts them
+            _restore(errors, before)  # the recording's own: the replay below counts them
             if entry is None:
                 return None  # an error for these values: a fresh evaluation reports it
             with self._lock:
@@ -132,10 +144,15 @@ class Plans:
             if entry is _UNPLANNED:
                 return None
         try:
-            return entry.run(setup, grad_output, max_elements)
+            return entry.run(setup, grad_output, max_elements, zeros)
         except (_Fallback, GradcliError, ArithmeticError, ValueError, np.linalg.LinAlgError):
-            errors.counts.clear()  # counted by the failed replay: the fresh one counts
+            _restore(errors, before)  # counted by the failed replay: the fresh one counts
             return None
+
+
+def _restore(errors: Any, counts: dict[str, int]) -> None:
+    errors.counts.clear()
+    errors.counts.update(counts)
 
 
 def _record(setup: Setup, grad_output: Any, seed: int, max_elements: int) -> Any:

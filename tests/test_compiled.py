@@ -311,3 +311,40 @@ def test_batch_replays_plans_and_answers_as_evaluate_does() -> None:
             assert '"error"' in response
             continue
         assert response == want, request
+
+
+@pytest.mark.parametrize(
+    ("command", "kwargs"),
+    [
+        ("optimize", {"optimizer": "adam", "steps": 40, "lr": 0.05, "wrt": ["W", "b"]}),
+        ("optimize", {"optimizer": "momentum", "steps": 25, "zero_grad": False, "wrt": ["b"]}),
+        ("optimize", {"optimizer": "sgd", "steps": 10, "clip_norm": 0.1}),
+        ("check", {}),
+        ("check", {"order": 2, "wrt": ["x"]}),
+    ],
+    ids=["adam", "momentum, grads accumulate", "sgd, clipped", "check", "check order 2"],
+)
+def test_optimize_and_check_replay_their_passes_to_the_same_bits(
+    command: str, kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """optimize's steps and check's finite differences replay one plan (issue 14, item 3):
+    the same result as evaluating afresh every pass."""
+    from gradcli import analysis
+    from gradcli.compiled import Plans
+
+    text = "sum(tanh(W @ x + b) ** 2)"
+    inputs = {"W": _any(3, 3) / 2, "x": _any(3), "b": _any(3)}
+    replayed = []
+    run = Plans.run
+
+    def counting(self: Plans, *args: Any, **kw: Any) -> Any:
+        out = run(self, *args, **kw)
+        replayed.append(out is not None)
+        return out
+
+    monkeypatch.setattr(Plans, "run", counting)
+    planned = getattr(analysis, command)(text, inputs, **kwargs)
+    assert sum(replayed) >= 5, "the passes were not replayed"
+    monkeypatch.setattr(Plans, "run", lambda self, *args, **kw: None)  # afresh every time
+    fresh = getattr(analysis, command)(text, inputs, **kwargs)
+    assert planned.to_json() == fresh.to_json()
