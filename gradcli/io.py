@@ -121,8 +121,12 @@ def json_array(a: np.ndarray | None) -> Any:
         arr = arr.astype(np.float64)
     elif arr.dtype.kind != "f":
         raise TypeError(f"json_array needs a real numeric array, got dtype {arr.dtype}")
-    finite = np.isfinite(arr)
-    if finite.all():
+    if arr.ndim <= 1 and arr.size <= 32:
+        # a small vector or a number: its floats checked in Python, no NumPy call
+        out = arr.tolist()
+        if all(map(math.isfinite, out)) if arr.ndim else math.isfinite(out):
+            return out
+    elif np.isfinite(arr).all():
         # tolist() is the fast path: C speed, Python floats out (also for float32).
         return arr.tolist()
     # Only here do we pay for per-element objects: an object array keeps the nesting that
@@ -254,6 +258,9 @@ def parse_json_text(text: str, *, what: str) -> Any:
 # --------------------------------------------------------------------------- values
 
 
+_FLOAT64 = np.dtype(np.float64)
+
+
 def _float_dtype(dtype: DTypeArg) -> np.dtype[Any]:
     try:
         dt = np.dtype(dtype)
@@ -380,6 +387,14 @@ def value_from_json(
     dt = _float_dtype(dtype)
     if isinstance(obj, np.ndarray):
         return _from_ndarray(obj, name, dt, max_elements)
+    if type(obj) is list and obj and dt is _FLOAT64 and set(map(type, obj)) <= {float, int}:
+        # the common case, a flat list of numbers, without the walk below (an empty list
+        # and one of lists go the long way)
+        _check_limit(name, (len(obj),), max_elements)
+        try:
+            return np.array(obj, dtype=np.float64)
+        except OverflowError:  # an int beyond float64: the walk makes it +-inf
+            pass
 
     shape: list[int] = []
     level: list[Any] = [obj]
@@ -423,6 +438,8 @@ def value_from_json(
             k = converted.index(None)
             raise _bad_scalar(name, _where(k, shape), flat[k])
         values = np.array(converted, dtype=np.float64)
+    if dt is _FLOAT64:  # nothing to overflow
+        return np.asarray(values.reshape(shape), order="C")
     with np.errstate(over="ignore"):
         return np.asarray(values.reshape(shape), dtype=dt, order="C")
 

@@ -9,6 +9,7 @@ for indexing, summing a broadcast gradient back down (``sum_to``). Another array
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -29,6 +30,7 @@ _FUNCTIONS = (
 _LINALG = ("det", "inv", "solve", "svd")
 #: read-only 0-d constants, by dtype and value (see NumpyBackend.constant)
 _CONSTANTS: dict[Any, dict[float, Any]] = {}
+_isfinite = math.isfinite
 
 
 def _quiet_state() -> tuple[Any, Any] | None:
@@ -47,16 +49,38 @@ def _quiet_state() -> tuple[Any, Any] | None:
 _QUIET = _quiet_state()
 
 
-class _Quiet:
-    """``np.errstate(all="ignore")`` with the state made once (see :func:`_quiet_state`)."""
+class _ErrorState:
+    """``np.errstate`` with a state made once: set through NumPy's context variable."""
 
-    __slots__ = ("_token",)
+    __slots__ = ("_state", "_token")
+
+    def __init__(self, state: Any) -> None:
+        self._state = state
 
     def __enter__(self) -> None:
-        self._token = _QUIET[0].set(_QUIET[1])  # type: ignore[index]
+        self._token = _QUIET[0].set(self._state)  # type: ignore[index]
 
     def __exit__(self, *exc: object) -> None:
         _QUIET[0].reset(self._token)  # type: ignore[index]
+
+
+class _Quiet(_ErrorState):
+    """``np.errstate(all="ignore")`` with the state made once (see :func:`_quiet_state`)."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:
+        self._state = _QUIET[1]  # type: ignore[index]
+
+
+def _make_state(**kwargs: Any) -> Any:
+    from numpy._core.umath import _make_extobj
+
+    return _make_extobj(**kwargs)
+
+
+#: error states that call a counting callback, made once per callback
+_COUNTING: dict[Any, Any] = {}
 
 
 _ADD_REDUCE: Any = np.add.reduce
@@ -238,13 +262,29 @@ class NumpyBackend:
 
     @staticmethod
     def count_errors(callback: Callable[[str, int], None]) -> Any:
-        """Call ``callback(kind, flag)`` on each floating-point error, in this thread."""
-        return np.errstate(
-            over="call", divide="call", invalid="call", under="ignore", call=callback
-        )
+        """Call ``callback(kind, flag)`` on each floating-point error, in this thread.
+        Give one long-lived callback: its error state is made once (see :func:`quiet`)."""
+        state = _COUNTING.get(callback)
+        if state is None and _QUIET is not None:
+            try:
+                state = _make_state(
+                    over="call", divide="call", invalid="call", under="ignore", call=callback
+                )
+            except TypeError:
+                state = None
+            if state is not None and len(_COUNTING) < 64:
+                _COUNTING[callback] = state
+        if state is None:
+            return np.errstate(
+                over="call", divide="call", invalid="call", under="ignore", call=callback
+            )
+        return _ErrorState(state)
 
     @staticmethod
     def all_finite(x: Any) -> bool:
+        if type(x) is np.ndarray and x.ndim <= 1 and x.size <= 32 and x.dtype.kind == "f":
+            # a small vector: its floats checked in Python, a fifth of two NumPy calls
+            return all(map(_isfinite, x.tolist())) if x.ndim else _isfinite(float(x))
         return bool(np.isfinite(x).all())
 
     @staticmethod

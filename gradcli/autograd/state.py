@@ -35,6 +35,8 @@ class State(threading.local):
         self.trace: list[tuple[Any, str, tuple[Any, ...]]] | None = None
         #: while a compiled program's plan is recorded: its recorder (see replay.py)
         self.recorder: Any = None
+        #: the innermost floating_errors counting in this thread
+        self.errors: Any = None
 
 
 STATE = State()
@@ -235,24 +237,37 @@ class floating_errors:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self._errstate: Any = None
+        self._outer: floating_errors | None = None
 
     def _count(self, kind: str, flag: int) -> None:
         kind = f"{kind} encountered"
         self.counts[kind] = self.counts.get(kind, 0) + 1
 
     def __enter__(self) -> floating_errors:
-        self._errstate = NUMPY.count_errors(self._count)
+        # one callback for every count, which counts into this thread's innermost
+        # counter: its NumPy error state is made once, not on every entry
+        self._outer = STATE.errors
+        STATE.errors = self
+        self._errstate = NUMPY.count_errors(_count_here)
         self._errstate.__enter__()
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self._errstate.__exit__(*exc)
+        STATE.errors = self._outer
 
     def messages(self) -> list[str]:
         return [
             f"{kind} in {n} operation{'s' if n != 1 else ''}"
             for kind, n in sorted(self.counts.items())
         ]
+
+
+def _count_here(kind: str, flag: int) -> None:
+    """NumPy's callback on a floating-point error: counted by this thread's counter."""
+    errors = STATE.errors
+    if errors is not None:
+        errors._count(kind, flag)
 
 
 @contextlib.contextmanager
