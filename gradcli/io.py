@@ -167,6 +167,19 @@ def _sanitize(obj: Any) -> Any:
     return obj
 
 
+def _encoder(ascii_only: bool) -> json.JSONEncoder:
+    return json.JSONEncoder(
+        allow_nan=False,
+        ensure_ascii=ascii_only,
+        separators=(",", ":"),
+        default=_json_default,
+    )
+
+
+#: by ensure_ascii (see _DECODER)
+_ENCODERS = {False: _encoder(False), True: _encoder(True)}
+
+
 def dumps(obj: Any) -> str:
     """Compact strict JSON on one line; stray nan/inf floats become ``"nan"``/``"inf"``/``"-inf"``.
 
@@ -174,13 +187,7 @@ def dumps(obj: Any) -> str:
     """
 
     def encode(o: Any, ascii_only: bool = False) -> str:
-        return json.dumps(
-            o,
-            allow_nan=False,
-            ensure_ascii=ascii_only,
-            separators=(",", ":"),
-            default=_json_default,
-        )
+        return _ENCODERS[ascii_only].encode(o)
 
     try:
         text = encode(obj)
@@ -228,7 +235,13 @@ def _parse_int(text: str) -> int | float:
 
 
 def _loads(text: str) -> Any:
-    return json.loads(text, parse_int=_parse_int, object_pairs_hook=_pairs_no_duplicates)
+    if text.startswith("\ufeff"):  # json.loads's own error for a byte-order mark
+        return json.loads(text, parse_int=_parse_int, object_pairs_hook=_pairs_no_duplicates)
+    return _DECODER.decode(text)
+
+
+#: made once: json.loads and json.dumps with options make a new one on every call
+_DECODER = json.JSONDecoder(parse_int=_parse_int, object_pairs_hook=_pairs_no_duplicates)
 
 
 def parse_json_text(text: str, *, what: str) -> Any:
