@@ -169,7 +169,7 @@ def print_table(console: Any, results: Results) -> None:
     from rich.table import Table
 
     table = Table(
-        title="gradcli benchmarks (issue 6)",
+        title="gradcli benchmarks (issues 6 and 14)",
         caption="median over rounds (in-process) or launches (processes); IQR as ± half the "
         "interquartile range over the median; ratio = gradcli's median ÷ this row's median",
         box=box.SIMPLE_HEAVY,

@@ -54,7 +54,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="gradcli side by side with NumPy by hand, PyTorch and HIPS autograd "
-        "(issue 6's workloads W1-W7 and targets).",
+        "(issue 6's workloads W1-W7 and issue 14's W3c, W8, W9, and their targets).",
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions (smoke)")
     p.add_argument(
@@ -234,23 +234,26 @@ def _run_in(
     for wid in (w for w in IN_PROCESS_IDS if w in ids):
         reference = workloads.build("numpy", wid, sizes)()
         fns = {}
-        for lib in IN_PROCESS_LIBS:
+        libs = [lib for lib in IN_PROCESS_LIBS if workloads.has(lib, wid)]
+        labels = {lib: workloads.label(lib, wid, DISPLAY[lib]) for lib in libs}
+        shorts = {lib: workloads.short(lib, wid) for lib in libs}
+        for lib in libs:
             why = missing(lib)
             if why is not None:
-                results.rows.append(Row(wid, TIME, lib, DISPLAY[lib], None, why))
+                results.rows.append(Row(wid, TIME, lib, labels[lib], None, why, shorts[lib]))
                 continue
             fn = workloads.build(lib, wid, sizes)
             bad = workloads.check(fn, reference)
             if bad is not None:
                 wrong += 1
                 note = f"{wid} {lib}: WRONG answer ({bad}), not timed"
-                results.rows.append(Row(wid, TIME, lib, DISPLAY[lib], None, note))
+                results.rows.append(Row(wid, TIME, lib, labels[lib], None, note, shorts[lib]))
                 _progress(note)
                 continue
             fns[lib] = fn
         timed = measure_interleaved(fns, plan.timer, workloads.per_call_divisor(wid, sizes))
         for lib, stats in timed.items():
-            results.rows.append(Row(wid, TIME, lib, DISPLAY[lib], stats))
+            results.rows.append(Row(wid, TIME, lib, labels[lib], stats, short=shorts[lib]))
             _progress(f"{wid:4} {lib:9} {format_value(stats.median, 's')}")
         del fns, timed
         gc.collect()

@@ -1,4 +1,4 @@
-"""The workloads and the targets of issue 6, as data."""
+"""The workloads and the targets of issues 6 and 14, as data."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 # Every workload, in the order of the table. W7x (the Hessian with respect to x alone) is
 # an extra report-only row beside W7 (with respect to W and x, what `gradcli hessian` does).
-ALL_IDS = ("W1", "W2", "W3a", "W3b", "W4", "W5", "W5b", "W6", "W7", "W7x")
-IN_PROCESS_IDS = ("W1", "W2", "W3a", "W3b", "W4", "W7", "W7x")
+# W3c (the W3a program through gradcli.compile), W8 (optimize) and W9 (check) are issue 14's.
+ALL_IDS = ("W1", "W2", "W3a", "W3b", "W3c", "W4", "W5", "W5b", "W6", "W7", "W7x", "W8", "W9")
+IN_PROCESS_IDS = ("W1", "W2", "W3a", "W3b", "W3c", "W4", "W7", "W7x", "W8", "W9")
 MEMORY_IDS = ("W3a", "W3b")
 
 TIME = "time"
@@ -39,11 +40,14 @@ TARGETS = (
     Target("W3a", MEM_NET, "torch", 1.0),
     Target("W3b", TIME, "torch", 0.7),
     Target("W3b", MEM_NET, "torch", 0.85),
+    Target("W3c", TIME, "numpy", 0.6),
     Target("W4", TIME, "torch", 1.1),
     Target("W5", TIME, "imports", 1.1),
     Target("W5", TIME, "torch", 0.15),
     Target("W5b", TIME, "typer", 1.2),
     Target("W6", TIME, "torch", 0.4),
+    Target("W8", TIME, "torch", 0.5),
+    Target("W9", TIME, "torch", 0.5),
 )
 
 

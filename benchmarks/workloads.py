@@ -1,4 +1,4 @@
-"""The in-process workloads W1-W4 and W7, written once per library.
+"""The in-process workloads W1-W4, W7, W8 and W9, written once per library.
 
 ``build(lib, wid, sizes)`` returns a function of no arguments that does the whole workload
 once (make the leaves, forward, backward, read the gradients as NumPy arrays) and returns
@@ -6,6 +6,11 @@ once (make the leaves, forward, backward, read the gradients as NumPy arrays) an
 NumPy-by-hand one before it is timed. Large inputs are made once, outside the timed
 function, and wrapped without a copy (``gradcli.from_numpy`` / ``torch.from_numpy``); new
 leaves are made on every call, so no gradient is accumulated across calls.
+
+W3c is W3a's program through ``gradcli.compile``, beside W3a's NumPy and torch functions.
+W8 (``optimize``) returns the losses, the final parameters and their gradients; W9
+(``check``) returns the verdict of the gradient check (1.0: passed). Not every library has
+every workload (:func:`has`).
 """
 
 from __future__ import annotations
@@ -28,29 +33,79 @@ class Sizes:
     w3_n: int = 10**7
     w4: tuple[int, int, int] = (512, 512, 64)  # W is m×k, x is k×n, b is m×1
     w7_n: int = 64
+    w8_n: int = 64  # W is n×n, x and b n elements
+    w8_steps: int = 1000  # Adam steps in one timed call (the time is reported per step)
+    w9_n: int = 32  # W is n×n, x n elements
 
 
 FULL = Sizes()
-QUICK = Sizes(w2_ops=100, w2_n=4, w3_n=10**4, w4=(16, 16, 4), w7_n=4)
+QUICK = Sizes(w2_ops=100, w2_n=4, w3_n=10**4, w4=(16, 16, 4), w7_n=4, w8_n=4, w8_steps=10, w9_n=4)
+
+# W8: gradcli's default learning rate (`gradcli optimize --lr`, gradcli.analysis.optimize),
+# Adam's other settings the defaults of both gradcli.optim.Adam and torch.optim.Adam
+W8_EXPR = "sum(tanh(W @ x + b) ** 2)"
+W8_LR = 0.01
+ADAM_BETAS = (0.9, 0.999)
+ADAM_EPS = 1e-8
+# W9: the defaults of `gradcli check` (gradcli.analysis.check), given to gradcheck as well
+W9_EXPR = "sum(tanh(W @ x))"
+W9_EPS, W9_RTOL, W9_ATOL = 1e-6, 1e-5, 1e-8
 
 DESCRIPTIONS = {
     "W1": "a*b+b, 2 elements: leaves, fwd + bwd of sum (per call)",
     "W2": "chain of {w2_ops} elementwise ops on {w2_n} elements, fwd + bwd (per op)",
     "W3a": "sum(a*b+b), {w3_n:.0e} float64, fwd + bwd",
     "W3b": "sum(tanh(a)*exp(-b**2)), {w3_n:.0e} float64, fwd + bwd",
+    "W3c": "sum(a*b+b), {w3_n:.0e} float64, fwd + bwd: W3a through gradcli.compile, replayed",
     "W4": "sum(tanh(W@x+b)**2), W {w4[0]}×{w4[1]}, x {w4[1]}×{w4[2]}, b {w4[0]}×1",
     "W7": "hessian of sum(tanh(W@x)) wrt W and x, W {w7_n}×{w7_n}",
     "W7x": "hessian of sum(tanh(W@x)) wrt x only, W {w7_n}×{w7_n}",
+    "W8": "optimize sum(tanh(W@x+b)**2), W {w8_n}×{w8_n}, x and b {w8_n} elements, "
+    "wrt all: Adam, lr 0.01, {w8_steps} steps a call (per step)",
+    "W9": "check sum(tanh(W@x)), W {w9_n}×{w9_n}, x {w9_n} elements: the whole gradient "
+    "check, {w9_passes} forward passes of central differences",
 }
+
+# The library column, where a workload's row is more than the library's name.
+LABELS = {
+    ("W3c", GRADCLI): "gradcli.compile (the plan replayed)",
+    ("W8", GRADCLI): "gradcli.analysis.optimize(optimizer='adam')",
+    ("W8", NUMPY): "NumPy by hand: gradients and Adam written out",
+    ("W8", TORCH): "PyTorch loop: torch.optim.Adam",
+    ("W9", GRADCLI): "gradcli.analysis.check",
+    ("W9", NUMPY): "NumPy by hand: analytic vs central differences",
+    ("W9", TORCH): "torch.autograd.gradcheck",
+}
+# ... and in the summary's lines, where that is long
+SHORT = {("W8", TORCH): "the torch loop", ("W9", TORCH): "gradcheck"}
 
 
 def describe(wid: str, sizes: Sizes) -> str:
-    return DESCRIPTIONS[wid].format(**sizes.__dict__)
+    passes = 2 * (sizes.w9_n**2 + sizes.w9_n)
+    return DESCRIPTIONS[wid].format(**sizes.__dict__, w9_passes=passes)
+
+
+def label(lib: str, wid: str, default: str) -> str:
+    return LABELS.get((wid, lib), default)
+
+
+def short(lib: str, wid: str) -> str:
+    return SHORT.get((wid, lib), "")
+
+
+def has(lib: str, wid: str) -> bool:
+    """Whether ``lib`` is measured on ``wid`` at all (W3c, W8, W9: not HIPS autograd)."""
+    return wid in _BUILDERS[lib]
 
 
 def per_call_divisor(wid: str, sizes: Sizes) -> float:
-    """W2 is reported per operation: the time of the whole chain over its length."""
-    return float(sizes.w2_ops) if wid == "W2" else 1.0
+    """W2 is reported per operation: the time of the whole chain over its length; W8 per
+    step: the time of a whole run over its steps."""
+    if wid == "W2":
+        return float(sizes.w2_ops)
+    if wid == "W8":
+        return float(sizes.w8_steps)
+    return 1.0
 
 
 def make_inputs(wid: str, sizes: Sizes) -> dict[str, np.ndarray]:
@@ -59,7 +114,7 @@ def make_inputs(wid: str, sizes: Sizes) -> dict[str, np.ndarray]:
         return {"a": np.array([3.0, 4.0]), "b": np.array([5.0, 6.0])}
     if wid == "W2":
         return {"x": rng.uniform(0.0, 1.0, sizes.w2_n), "y": rng.uniform(0.5, 1.5, sizes.w2_n)}
-    if wid in ("W3a", "W3b"):
+    if wid in ("W3a", "W3b", "W3c"):
         return {"a": rng.standard_normal(sizes.w3_n), "b": rng.standard_normal(sizes.w3_n)}
     if wid == "W4":
         m, k, n = sizes.w4
@@ -70,6 +125,16 @@ def make_inputs(wid: str, sizes: Sizes) -> dict[str, np.ndarray]:
         }
     if wid in ("W7", "W7x"):
         n = sizes.w7_n
+        return {"W": rng.standard_normal((n, n)) / np.sqrt(n), "x": rng.standard_normal(n)}
+    if wid == "W8":
+        n = sizes.w8_n
+        return {
+            "W": rng.standard_normal((n, n)) / np.sqrt(n),
+            "x": rng.standard_normal(n),
+            "b": rng.standard_normal(n),
+        }
+    if wid == "W9":
+        n = sizes.w9_n
         return {"W": rng.standard_normal((n, n)) / np.sqrt(n), "x": rng.standard_normal(n)}
     raise KeyError(wid)
 
@@ -192,6 +257,48 @@ def _gradcli_w7(wrt: list[str] | None) -> Callable[[dict[str, np.ndarray], Sizes
     return make
 
 
+def _gradcli_w3c(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
+    import gradcli as g
+
+    a0, b0 = inp["a"], inp["b"]
+    f = g.compile("sum(a*b+b)")
+    f({"a": a0, "b": b0})  # the first call records the plan: what is checked and timed replays
+
+    def fn() -> tuple[Any, ...]:
+        r = f({"a": a0, "b": b0})
+        return float(r.value), r.grads["a"], r.grads["b"]
+
+    return fn
+
+
+def _gradcli_w8(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
+    from gradcli.analysis import optimize
+
+    values = dict(inp)  # optimize works on copies of them
+
+    def fn() -> tuple[Any, ...]:
+        r = optimize(W8_EXPR, values, optimizer="adam", steps=sizes.w8_steps, lr=W8_LR)
+        return (
+            np.asarray(r.losses),
+            *(r.final[n][0] for n in ("W", "x", "b")),
+            *(r.final[n][1] for n in ("W", "x", "b")),
+        )
+
+    return fn
+
+
+def _gradcli_w9(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
+    from gradcli.analysis import check
+
+    values = dict(inp)
+
+    def fn() -> tuple[Any, ...]:
+        c = check(W9_EXPR, values, eps=W9_EPS, rtol=W9_RTOL, atol=W9_ATOL)
+        return (float(c.ok),)
+
+    return fn
+
+
 # --------------------------------------------------------------------------------------
 # NumPy by hand: the forward pass and the derivatives a person would write
 # --------------------------------------------------------------------------------------
@@ -298,6 +405,65 @@ def _numpy_w7x(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
         t = np.tanh(W @ x)
         d2 = -2.0 * t * (1.0 - t * t)
         return float(np.sum(t)), W.T @ (d2[:, None] * W)
+
+    return fn
+
+
+def _numpy_w8(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
+    W0, x0, b0 = inp["W"], inp["x"], inp["b"]
+    b1, b2 = ADAM_BETAS
+
+    def loss_and_grads(W: Any, x: Any, b: Any) -> tuple[float, list[Any]]:
+        h = np.tanh(W @ x + b)
+        gz = 2.0 * h * (1.0 - h * h)
+        return float(np.sum(h**2)), [np.outer(gz, x), W.T @ gz, gz]
+
+    def fn() -> tuple[Any, ...]:
+        params = [W0.copy(), x0.copy(), b0.copy()]
+        ms = [np.zeros_like(p) for p in params]
+        vs = [np.zeros_like(p) for p in params]
+        losses = []
+        for t in range(1, sizes.w8_steps + 1):
+            loss, grads = loss_and_grads(*params)
+            losses.append(loss)
+            for p, m, v, g in zip(params, ms, vs, grads, strict=True):
+                m *= b1
+                m += (1.0 - b1) * g
+                v *= b2
+                v += (1.0 - b2) * g * g
+                denom = np.sqrt(v) / np.sqrt(1.0 - b2**t) + ADAM_EPS
+                p -= (W8_LR / (1.0 - b1**t)) * (m / denom)
+        loss, grads = loss_and_grads(*params)
+        losses.append(loss)
+        return (np.asarray(losses), *params, *grads)
+
+    return fn
+
+
+def _numpy_w9(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
+    W, x = inp["W"], inp["x"]
+
+    def f(W: Any, x: Any) -> float:
+        return float(np.sum(np.tanh(W @ x)))
+
+    def fn() -> tuple[Any, ...]:
+        s = 1.0 - np.tanh(W @ x) ** 2
+        analytic = [np.outer(s, x), W.T @ s]
+        ok = True
+        for i, a in enumerate(analytic):
+            args = [W, x]
+            numeric = np.empty(a.size)
+            for k in range(a.size):
+                sides = []
+                for step in (W9_EPS, -W9_EPS):
+                    moved = args[i].copy()
+                    moved.flat[k] += step
+                    sides.append(f(*(moved if j == i else v for j, v in enumerate(args))))
+                numeric[k] = (sides[0] - sides[1]) / (2 * W9_EPS)
+            ok = ok and bool(
+                np.all(np.abs(a.ravel() - numeric) <= W9_ATOL + W9_RTOL * np.abs(numeric))
+            )
+        return (float(ok),)
 
     return fn
 
@@ -424,6 +590,53 @@ def _torch_w7x(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
     return fn
 
 
+def _torch_w8(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
+    import torch
+
+    W0, x0, b0 = inp["W"], inp["x"], inp["b"]
+
+    def fn() -> tuple[Any, ...]:
+        params = [torch.tensor(p, requires_grad=True) for p in (W0, x0, b0)]  # copies
+        W, x, b = params
+        opt = torch.optim.Adam(params, lr=W8_LR, betas=ADAM_BETAS, eps=ADAM_EPS)
+        losses = []
+        for _ in range(sizes.w8_steps):
+            opt.zero_grad()
+            loss = torch.sum(torch.tanh(W @ x + b) ** 2)
+            loss.backward()
+            losses.append(loss.item())
+            opt.step()
+        opt.zero_grad()
+        loss = torch.sum(torch.tanh(W @ x + b) ** 2)
+        loss.backward()
+        losses.append(loss.item())
+        return (
+            np.asarray(losses),
+            *(p.detach().numpy() for p in params),
+            *(p.grad.numpy() for p in params),
+        )
+
+    return fn
+
+
+def _torch_w9(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
+    import torch
+
+    W = torch.from_numpy(inp["W"]).requires_grad_()
+    x = torch.from_numpy(inp["x"]).requires_grad_()
+
+    def f(W: Any, x: Any) -> Any:
+        return torch.sum(torch.tanh(W @ x))
+
+    def fn() -> tuple[Any, ...]:
+        ok = torch.autograd.gradcheck(
+            f, (W, x), eps=W9_EPS, atol=W9_ATOL, rtol=W9_RTOL, raise_exception=False
+        )
+        return (float(ok),)
+
+    return fn
+
+
 # --------------------------------------------------------------------------------------
 # HIPS autograd
 # --------------------------------------------------------------------------------------
@@ -538,27 +751,36 @@ _BUILDERS: dict[str, dict[str, Callable[[dict[str, np.ndarray], Sizes], Fn]]] = 
         "W2": _gradcli_w2,
         "W3a": _gradcli_w3a,
         "W3b": _gradcli_w3b,
+        "W3c": _gradcli_w3c,
         "W4": _gradcli_w4,
         "W7": _gradcli_w7(None),
         "W7x": _gradcli_w7(["x"]),
+        "W8": _gradcli_w8,
+        "W9": _gradcli_w9,
     },
     NUMPY: {
         "W1": _numpy_w1,
         "W2": _numpy_w2,
         "W3a": _numpy_w3a,
         "W3b": _numpy_w3b,
+        "W3c": _numpy_w3a,  # the same NumPy by hand as W3a
         "W4": _numpy_w4,
         "W7": _numpy_w7,
         "W7x": _numpy_w7x,
+        "W8": _numpy_w8,
+        "W9": _numpy_w9,
     },
     TORCH: {
         "W1": _torch_w1,
         "W2": _torch_w2,
         "W3a": _torch_w3a,
         "W3b": _torch_w3b,
+        "W3c": _torch_w3a,
         "W4": _torch_w4,
         "W7": _torch_w7,
         "W7x": _torch_w7x,
+        "W8": _torch_w8,
+        "W9": _torch_w9,
     },
     AUTOGRAD: {
         "W1": _autograd_w1,
