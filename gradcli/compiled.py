@@ -62,30 +62,52 @@ class _Recorded:
             if g.shape != self.out_shape:
                 raise _Fallback  # a fresh evaluation says what is wrong, as it would
             inputs.append(g)
-        outs = iter(self.plan.run(inputs))
-        value = next(outs)
+        outs = self.plan.run(inputs)
+        value = outs[0]
         if not self.derived_value:
             value = np.array(value, copy=True)  # the plan's constant is not the caller's
+        n = len(self.wanted)
+        # the arrays of the result that are not gradients: no gradient handed out may be one
+        taken = {id(a) for a in inputs}
+        taken.add(id(value))
+        taken.update(id(v) for v in outs[1 + n :: 2])
+        made = iter(self.plan.made[1:])
+        gs = iter(outs[1:])
         grads: dict[str, np.ndarray | None] = {}
         for name in self.names:
             if name in self.wanted:
-                g = next(outs)
-                grads[name] = None if g is None and not zeros else _own(g, setup.values[name])
+                g, new = next(gs), next(made)
+                like = setup.values[name]
+                grads[name] = None if g is None and not zeros else _own(g, like, new, taken)
             else:
                 grads[name] = None
         intermediates: dict[str, tuple[np.ndarray, np.ndarray | None]] = {}
         for name, kind in self.bindings:
-            v = next(outs)
-            g_b = next(outs)
-            intermediates[name] = (v, None if kind == "none" else _own(g_b, v))
+            v, g_b = next(gs), next(gs)
+            next(made)
+            new = next(made)
+            intermediates[name] = (v, None if kind == "none" else _own(g_b, v, new, taken))
         return _Run(value, grads, intermediates, self.reduction, self.overflow)
 
 
-def _own(g: Any, like: np.ndarray) -> np.ndarray:
+def _own(g: Any, like: np.ndarray, new: bool, taken: set[int]) -> np.ndarray:
     """A gradient of the caller's own (clipping writes into it), in ``like``'s dtype; zeros
-    where backward reached nothing."""
+    where backward reached nothing. An array a step made on this replay, that owns its
+    memory, is writable and is no other part of the result, is handed out as it is (as
+    backward hands a buffer of its own to ``.grad``); anything else is copied."""
     if g is None:
         return np.zeros_like(like)
+    if (
+        new
+        and type(g) is np.ndarray
+        and g.base is None
+        and g.flags.writeable
+        and g.dtype == like.dtype
+        and g.shape == like.shape
+        and id(g) not in taken
+    ):
+        taken.add(id(g))
+        return g
     return np.array(g, dtype=like.dtype, copy=True)
 
 

@@ -236,6 +236,34 @@ def test_new_shapes_record_a_new_plan_and_results_are_the_callers() -> None:
     assert f({"x": [1.0, 2.0]}).grads["x"].tolist() == [2.0, 4.0]
 
 
+@pytest.mark.parametrize(
+    "text",
+    ["x + y", "h = x; g = h * y; g + x", "sum(x * y) + sum(y)", "h = x * 2; h", "x"],
+)
+def test_a_results_gradients_are_arrays_of_its_own(text: str) -> None:
+    """A gradient may be handed out without a copy, never one that is another part of the
+    result, an input, or something a later replay reuses: writing into every gradient of
+    one result (as clipping does) changes no other result."""
+    f = gradcli.compile(text)
+    inputs = {"x": _any(3), "y": _any(3)}
+    kept = {k: v.copy() for k, v in inputs.items()}
+    first = f(inputs)
+    second = f(inputs)
+    arrays = [first.value, *first.inputs.values()]
+    arrays += [v for v, _ in first.intermediates.values()]
+    grads = [g for g in first.grads.values() if g is not None]
+    grads += [g for _, g in first.intermediates.values() if g is not None]
+    assert len({id(g) for g in grads}) == len(grads)
+    assert not {id(g) for g in grads} & {id(a) for a in arrays}
+    assert not any(np.shares_memory(g, a) for g in grads for a in [*arrays, *inputs.values()])
+    for g in grads:
+        g[...] = 7.0
+    for k, v in kept.items():
+        np.testing.assert_array_equal(inputs[k], v)
+    assert_same_bits(f(inputs), gradcli.evaluate(text, inputs), "after writing")
+    assert_same_bits(second, gradcli.evaluate(text, inputs), "the other result")
+
+
 def test_a_compiled_program_from_eight_threads_gives_single_threaded_bits() -> None:
     text = "sum(tanh(W @ x) ** 2)"
     f = gradcli.compile(text)

@@ -293,12 +293,15 @@ class Recorder:
 class Plan:
     """Steps to replay on new inputs (arrays of the recorded shapes and dtypes)."""
 
-    __slots__ = ("backward_steps", "forward_steps", "n_inputs", "outputs", "template")
+    __slots__ = ("backward_steps", "forward_steps", "made", "n_inputs", "outputs", "template")
 
     def __init__(self, rec: Recorder, outputs: list[int | None], n_forward: int) -> None:
         self.n_inputs = rec.n_inputs
         steps = rec.steps
         made = {out for _, _, out in steps}
+        #: per output: whether a step makes it anew on every replay (else it is an input
+        #: or a constant of the plan, which the caller must not be handed to write into)
+        self.made = [s is not None and s in made for s in outputs]
         # constants stay in their slots; the rest are made by the steps on each replay
         self.template = [
             None if i in rec.derived or i in made else v for i, v in enumerate(rec.values)
