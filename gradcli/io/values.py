@@ -1,0 +1,244 @@
+"""Values from JSON documents: numbers, nested lists of numbers, non-finite strings.
+
+:func:`value_from_json` turns a parsed JSON value (or a tuple or NumPy array from the Python
+API) into a C-contiguous float array, and :func:`read_inputs_object` a JSON object of them
+(the ``--inputs`` document, a request's ``"inputs"``; docs/cli.md, docs/json.md). Every bad
+value becomes an :class:`~gradcli.errors.InputError` whose message names the input and says
+where in it the fault is; a value over ``max_elements`` is a
+:class:`~gradcli.errors.LimitError`. The private helpers here (the dtype check, the element
+limit, the cast to the dtype) serve the file readers of this package too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError, LimitError
+from .jsonio import _short
+
+#: NumPy's own limit on the number of dimensions; deeper JSON nesting is refused.
+MAX_DIMS = 64
+
+
+#: What the ``dtype`` parameters accept: "float64", "float32", np.float32, np.dtype(...).
+DTypeArg = np.dtype[Any] | str | type
+
+
+# Accepted spellings of the non-finite numbers in JSON strings and CSV cells (lower-cased).
+_NONFINITE = {
+    "nan": math.nan,
+    "+nan": math.nan,
+    "-nan": math.nan,
+    "inf": math.inf,
+    "+inf": math.inf,
+    "infinity": math.inf,
+    "+infinity": math.inf,
+    "-inf": -math.inf,
+    "-infinity": -math.inf,
+}
+
+
+_FLOAT64 = np.dtype(np.float64)
+
+
+def _float_dtype(dtype: DTypeArg) -> np.dtype[Any]:
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise InputError(f"unknown dtype {dtype!r}; use float64 or float32") from None
+    if dt.kind != "f":
+        raise InputError(f"unsupported dtype {dt.name}; use float64 or float32")
+    return dt
+
+
+def _describe(x: Any) -> str:
+    """What a bad JSON item is, in JSON's words (never repr: it may be nested very deeply)."""
+    if x is None:
+        return "null"
+    if x is np.ma.masked:
+        return "masked (numpy.ma.masked)"
+    if isinstance(x, (bool, np.bool_)):
+        return "true" if x else "false"
+    if isinstance(x, str):
+        return f"the string {_short(x)}"
+    if isinstance(x, dict):
+        return "an object"
+    if _is_seq(x):
+        return f"a list of {len(x)}"
+    if isinstance(x, (int, float, np.integer, np.floating)):
+        return "a number"
+    return f"a {type(x).__name__}"
+
+
+def _is_seq(x: Any) -> bool:
+    if isinstance(x, (list, tuple)):
+        return True
+    return isinstance(x, np.ndarray) and x.ndim > 0
+
+
+def _where(index: int, shape: Sequence[int]) -> str:
+    """The position of the ``index``-th item of a level of a (so far regular) nesting."""
+    if not shape:
+        return "the value"
+    idx = np.unravel_index(index, tuple(shape)) if math.prod(shape) else (0,) * len(shape)
+    return "element [" + ", ".join(str(int(i)) for i in idx) + "]"
+
+
+def _scalar(x: Any) -> float | None:
+    """``x`` as a float, or ``None`` when it is not a number gradcli accepts."""
+    if isinstance(x, (bool, np.bool_)):
+        return None  # true is not a number, even though Python says bool is an int
+    if isinstance(x, (int, np.integer)):
+        try:
+            return float(x)
+        except OverflowError:
+            return math.inf if x > 0 else -math.inf
+    if isinstance(x, (float, np.floating)):
+        return float(x)
+    if isinstance(x, str):
+        return _NONFINITE.get(x.lower())
+    return None
+
+
+def _bad_scalar(name: str, where: str, x: Any) -> InputError:
+    hint = ""
+    if isinstance(x, str):
+        hint = ' (the only strings accepted are "nan", "inf" and "-inf")'
+    return InputError(f"bad value for {name}: {where} is {_describe(x)}, not a number{hint}")
+
+
+def _check_limit(name: str, shape: Sequence[int], max_elements: int | None) -> None:
+    if max_elements is not None:
+        size = math.prod(shape)
+        if size > max_elements:
+            raise LimitError(
+                f"{name} has {size} elements (shape {tuple(shape)}), "
+                f"more than the limit of {max_elements}"
+            )
+
+
+def _from_ndarray(
+    arr: np.ndarray, name: str, dt: np.dtype[Any], max_elements: int | None
+) -> np.ndarray:
+    if isinstance(arr, np.ma.MaskedArray):
+        # NumPy's asarray() drops a mask without a word, and there is no one right value
+        # for a masked element (filled() puts 1e+20 in a float array): the caller chooses.
+        if np.ma.is_masked(arr):
+            count = int(np.ma.count_masked(arr))
+            raise InputError(
+                f"bad value for {name}: a masked array with {count} masked "
+                f"element{'s' if count != 1 else ''}; gradcli has no masks: pass "
+                f"m.filled(value) to choose the masked elements' value, or m.data to ignore "
+                f"the mask"
+            )
+        arr = np.ma.getdata(arr)  # nothing is masked: the data is the whole value
+    if arr.dtype.kind not in "iuf":
+        raise InputError(f"bad value for {name}: an array of dtype {arr.dtype} is not numeric")
+    _check_limit(name, arr.shape, max_elements)
+    with np.errstate(over="ignore"):
+        # A copy: the caller's array must not change when gradcli's does (and vice versa).
+        return np.array(arr, dtype=dt, order="C", copy=True)
+
+
+def value_from_json(
+    obj: Any,
+    *,
+    name: str,
+    dtype: DTypeArg = "float64",
+    max_elements: int | None = None,
+) -> np.ndarray:
+    """A value from a JSON document: a number, nested lists of numbers, or a non-finite string.
+
+    Walks the nesting level by level (no recursion, at most :data:`MAX_DIMS` levels), so any
+    depth gives a clean :class:`InputError`. Rejects booleans, ``null``, objects, other strings
+    and ragged lists, saying where. ``[]`` is a shape-``(0,)`` array. Tuples and NumPy arrays
+    (from the Python API) are taken like lists. Returns a C-contiguous array of ``dtype``;
+    numbers beyond the dtype's range become ``inf`` as in NumPy (the caller warns about
+    non-finite values). ``max_elements`` raises :class:`LimitError` above it.
+    """
+    dt = _float_dtype(dtype)
+    if isinstance(obj, np.ndarray):
+        return _from_ndarray(obj, name, dt, max_elements)
+    if type(obj) is list and obj and dt is _FLOAT64 and set(map(type, obj)) <= {float, int}:
+        # the common case, a flat list of numbers, without the walk below (an empty list
+        # and one of lists go the long way)
+        _check_limit(name, (len(obj),), max_elements)
+        try:
+            return np.array(obj, dtype=np.float64)
+        except OverflowError:  # an int beyond float64: the walk makes it +-inf
+            pass
+
+    shape: list[int] = []
+    level: list[Any] = [obj]
+    while level:
+        head = level[0]
+        if not _is_seq(head):
+            for k, item in enumerate(level):
+                if _is_seq(item):
+                    raise InputError(
+                        f"bad value for {name}: ragged nested list: {_where(k, shape)} is "
+                        f"{_describe(item)} but {_where(0, shape)} is {_describe(head)}"
+                    )
+            break
+        if len(shape) >= MAX_DIMS:
+            raise InputError(f"bad value for {name}: lists nested more than {MAX_DIMS} levels deep")
+        n = len(head)
+        nxt: list[Any] = []
+        for k, item in enumerate(level):
+            if not _is_seq(item) or len(item) != n:
+                raise InputError(
+                    f"bad value for {name}: ragged nested list: {_where(k, shape)} is "
+                    f"{_describe(item)} but {_where(0, shape)} is a list of {n}"
+                )
+            nxt.extend(item)
+        shape.append(n)
+        level = nxt
+
+    _check_limit(name, shape, max_elements)
+    flat = level
+    values: np.ndarray | None = None
+    if set(map(type, flat)) <= {float, int}:
+        try:
+            values = np.array(flat, dtype=np.float64)
+        except OverflowError:  # an int beyond float64: _scalar below makes it +-inf
+            values = None
+    if values is None:
+        # Floats pass straight through; only the other items (non-finite strings, ints,
+        # NumPy scalars, bad values) pay for a call.
+        converted = [x if type(x) is float else _scalar(x) for x in flat]
+        if None in converted:
+            k = converted.index(None)
+            raise _bad_scalar(name, _where(k, shape), flat[k])
+        values = np.array(converted, dtype=np.float64)
+    if dt is _FLOAT64:  # nothing to overflow
+        return np.asarray(values.reshape(shape), order="C")
+    with np.errstate(over="ignore"):
+        return np.asarray(values.reshape(shape), dtype=dt, order="C")
+
+
+def read_inputs_object(
+    obj: Any, *, dtype: DTypeArg = "float64", max_elements: int | None = None
+) -> dict[str, np.ndarray]:
+    """The ``--inputs`` document or a request's ``"inputs"``: a JSON object name → value.
+
+    Values are JSON values only; a string such as ``"@x.npy"`` is not read as a file.
+    """
+    if not isinstance(obj, dict):
+        raise InputError(
+            f"inputs must be a JSON object mapping names to values, not {_describe(obj)}"
+        )
+    out: dict[str, np.ndarray] = {}
+    for key, value in obj.items():
+        if not isinstance(key, str):
+            raise InputError(f"input names must be strings, not {_describe(key)}")
+        out[key] = value_from_json(value, name=key, dtype=dtype, max_elements=max_elements)
+    return out
+
+
+def _as_dtype(arr: np.ndarray, dt: np.dtype[Any]) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return np.asarray(arr, dtype=dt, order="C")
