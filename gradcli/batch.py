@@ -53,8 +53,9 @@ def run_batch(
     totals: dict[str, Any] = {}
     ok = failed = 0
     # a stream's requests are mostly a few programs: each is planned once per input shapes
-    # and replayed after (gradcli.compiled), with the numbers of a fresh evaluation
-    plans = Plans()
+    # (when it comes a second time) and replayed after (gradcli.compiled), with the numbers
+    # of a fresh evaluation; a program seen once costs no recording
+    plans = Plans(first=False)
     progress = _progress(progress_total)
     try:
         for number, raw, size in read_lines(stream, max_line_bytes):

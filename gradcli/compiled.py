@@ -23,6 +23,8 @@ from .language import DEFAULT_MAX_PROGRAM_CHARS, check_program_length, compile_p
 
 #: a key whose evaluation cannot be planned: evaluated afresh every time
 _UNPLANNED = object()
+#: a key seen once by ``Plans(first=False)``: recorded when it is seen again
+_SEEN = object()
 
 
 class _Recorded:
@@ -118,10 +120,15 @@ class _Fallback(Exception):
 class Plans:
     """Plans of evaluations by program, options and input shapes (the last ``size`` kept).
     Give one to :func:`gradcli.evaluate` (``plans=``) to have evaluations of a program seen
-    before replayed; thread-safe."""
+    before replayed; thread-safe.
 
-    def __init__(self, size: int = 64) -> None:
+    ``first``: record a plan on the first evaluation of a key (a program that will surely
+    be evaluated again: :func:`compile`, ``optimize``); else on the second, so that a stream
+    of programs each seen once (``batch`` of generated programs) pays for no recording."""
+
+    def __init__(self, size: int = 64, *, first: bool = True) -> None:
         self.size = size
+        self.first = first
         self._entries: OrderedDict[Any, Any] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -153,15 +160,15 @@ class Plans:
                 self._entries.move_to_end(key)
         if entry is _UNPLANNED:
             return None
-        if entry is None:
+        if entry is None and not self.first:
+            self._store(key, _SEEN)  # seen once: evaluated afresh, recorded if seen again
+            return None
+        if entry is None or entry is _SEEN:
             entry = _record(setup, grad_output, seed, max_elements)
             _restore(errors, before)  # the recording's own: the replay below counts them
             if entry is None:
                 return None  # an error for these values: a fresh evaluation reports it
-            with self._lock:
-                self._entries[key] = entry
-                while len(self._entries) > self.size:
-                    self._entries.popitem(last=False)
+            self._store(key, entry)
             if entry is _UNPLANNED:
                 return None
         try:
@@ -169,6 +176,13 @@ class Plans:
         except Exception:  # a singular matrix for these values, a bad grad_output ...
             _restore(errors, before)  # counted by the failed replay: the fresh one counts
             return None  # ... is answered as a fresh evaluation answers it
+
+    def _store(self, key: Any, entry: Any) -> None:
+        with self._lock:
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
 
 
 def _restore(errors: Any, counts: dict[str, int]) -> None:

@@ -376,3 +376,17 @@ def test_optimize_and_check_replay_their_passes_to_the_same_bits(
     monkeypatch.setattr(Plans, "run", lambda self, *args, **kw: None)  # afresh every time
     fresh = getattr(analysis, command)(text, inputs, **kwargs)
     assert planned.to_json() == fresh.to_json()
+
+
+def test_a_stream_records_a_program_when_it_comes_again() -> None:
+    """batch's plans (first=False): a program seen once costs no recording."""
+    from gradcli.compiled import _SEEN, Plans
+
+    plans = Plans(first=False)
+    inputs = {"a": [1.0, 2.0], "b": [3.0, 4.0]}
+    want = gradcli.evaluate("sum(a*b+b)", inputs)
+    for k in range(3):
+        assert_same_bits(gradcli.evaluate("sum(a*b+b)", inputs, plans=plans), want, str(k))
+        (entry,) = plans._entries.values()
+        assert (entry is _SEEN) == (k == 0)
+        assert isinstance(entry, _Recorded) == (k > 0)
