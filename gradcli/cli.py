@@ -1,94 +1,40 @@
 """The command line: options (:mod:`gradcli.options`) in, calls to ``api`` and ``present`` out.
 
 Imports of NumPy and the engine happen inside the commands, so ``gradcli --help`` starts
-fast. Every failure ends in :func:`_fail`: one line on stderr, the exit code of its kind
-(docs/json.md, "Exit codes and error kinds"), and in ``--json`` mode an error object on
-stdout. The streams themselves are guarded while a command runs (:class:`streams.guarded`):
-a stdout that cannot be written ends the command with one line and exit 1
+fast. How the words become arguments (an expression may begin with ``-``, an option typo is
+reported as one) is :mod:`gradcli.arguments`; what a command prints, and its failures, is
+:mod:`gradcli.reporting`: every failure ends in :func:`reporting._fail`, one line on stderr,
+the exit code of its kind (docs/json.md, "Exit codes and error kinds"), and in ``--json``
+mode an error object on stdout; progress bars and Ctrl-C are :mod:`gradcli.terminal`. The
+streams themselves are guarded while a command runs (:class:`streams.guarded`): a stdout
+that cannot be written ends the command with one line and exit 1
 (:func:`streams.output_failed`); a stderr that cannot be written is ignored. How options,
 help and completion behave: docs/cli.md, "Options and arguments", "Help and completion".
 """
 
 from __future__ import annotations
 
-import re
 import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
 
-from . import __version__, options, streams
-
-
-class _Group(typer.core.TyperGroup):
-    """gradcli's command group: an expression may begin with ``-``, click's own usage errors
-    are reported like every other gradcli error (one line, JSON with ``--json``), and the
-    standard streams are guarded while a command runs (:class:`streams.guarded`)."""
-
-    def main(  # type: ignore[override]
-        self,
-        args: list[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        given = sys.argv[1:] if args is None else list(args)
-        with streams.guarded() as stdout:
-            try:
-                code = self._run(given, prog_name, complete_var, **extra)
-                sys.stdout.flush()  # what is still buffered fails here, not at exit
-            except streams.OutputError:
-                code = 1  # reported just below
-            if stdout.error is not None and not stdout.reported:
-                code = streams.output_failed(stdout)
-        if not standalone_mode:
-            return code
-        sys.exit(code if isinstance(code, int) else 0)
-
-    def _run(
-        self, given: list[str], prog_name: str | None, complete_var: str | None, **extra: Any
-    ) -> Any:
-        try:
-            return super().main(
-                args=_expressions_as_arguments(given, self),
-                prog_name=prog_name,
-                complete_var=complete_var,
-                standalone_mode=False,
-                **extra,
-            )
-        except Exception as exc:  # click's errors (typer may bundle its own click)
-            if not hasattr(exc, "format_message") or not hasattr(exc, "exit_code"):
-                raise
-            return _click_error(exc, json_out="--json" in given)
-        # an OutputError goes on: Group.main reports it
-
-
-class _Command(typer.core.TyperCommand):
-    """A command whose ``--help`` lists its options under headings: "Options", then each
-    option's ``rich_help_panel`` ("Limits"). Typer draws panels only in rich-formatted help,
-    which costs start-up time (see ``app``); this is the same grouping in click's plain
-    text (docs/cli.md, "Help and completion")."""
-
-    def format_options(self, ctx: Any, formatter: Any) -> None:
-        sections: dict[str, list[tuple[str, str]]] = {"Arguments": [], "Options": []}
-        for param in self.get_params(ctx):
-            record = param.get_help_record(ctx)
-            if record is None:
-                continue
-            if param.param_type_name == "argument":
-                heading = "Arguments"
-            else:
-                heading = getattr(param, "rich_help_panel", None) or "Options"
-            sections.setdefault(heading, []).append(record)
-        for heading, records in sections.items():
-            if records:
-                with formatter.section(heading):
-                    formatter.write_dl(records)
-
+from . import __version__, options
+from .arguments import (
+    _analyse,
+    _check_save,
+    _Command,
+    _function_names,
+    _Group,
+    _program_and_inputs,
+    _split_names,
+)
+from .arguments import _expressions_as_arguments as _expressions_as_arguments  # tests, docs
+from .reporting import _emit, _failures, _print_line, _report
+from .terminal import _batch_shows_progress, _interrupted, _StepProgress, _StopOnCtrlC
 
 app = typer.Typer(
     cls=_Group,
@@ -241,80 +187,6 @@ def batch_command(
         )
         if failed:
             raise typer.Exit(1)
-
-
-def _program_and_inputs(
-    expr: str | None,
-    values: list[str] | None,
-    file: Path | None,
-    inputs: str | None,
-    dtype: options.DType,
-    seed: int,
-    limits: options.Limits,
-) -> tuple[str, dict[str, Any]]:
-    from .inputs import read_program_and_inputs
-
-    return read_program_and_inputs(
-        expr, values, file, inputs, dtype=dtype.value, seed=seed,
-        max_elements=limits.elements, max_program_chars=limits.program_chars,
-        max_stdin_bytes=limits.stdin_bytes,
-    )  # fmt: skip
-
-
-def _analyse(
-    command: str,
-    expr: str | None,
-    values: list[str] | None,
-    file: Path | None,
-    inputs: str | None,
-    wrt: str | None,
-    dtype: options.DType,
-    seed: int,
-    limits: options.Limits,
-    **command_options: Any,
-) -> Any:
-    """Run ``gradcli.analysis.<command>`` on the command line's program and inputs."""
-    from . import analysis
-
-    text, given = _program_and_inputs(expr, values, file, inputs, dtype, seed, limits)
-    run = getattr(analysis, command)
-    return run(
-        text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
-        max_elements=limits.elements, max_program_chars=limits.program_chars, **command_options,
-    )  # fmt: skip
-
-
-def _check_save(save: Path | None) -> None:
-    """Refuse a ``--save`` file whose extension names no format before any work is done."""
-    if save is not None:
-        from .io import check_save_path
-
-        check_save_path(str(save))
-
-
-def _emit(result: Any, json_out: bool, quiet: bool, show: Callable[[Any], None]) -> None:
-    """The result's warnings (and its notes, without a table) on stderr, then the result as
-    one line of JSON, or drawn by ``show`` on the console."""
-    _report(result, quiet=quiet, table=not json_out)
-    if json_out:
-        from .io import dumps
-
-        _print_line(dumps(result.to_json()))
-    else:
-        from . import present
-
-        show(present.make_console())
-
-
-def _report(result: Any, *, quiet: bool, table: bool) -> None:
-    """The result's warnings on stderr, and its notes (the implicit sum, clipping, a thinned
-    history) when no table is printed: a table's caption says them, and a thing is said
-    once. ``--quiet``: neither (docs/commands.md, "Notes and warnings")."""
-    notes = [] if table else getattr(result, "notes", [])
-    if (result.warnings or notes) and not quiet:
-        from . import present
-
-        present.print_warnings(result.warnings, present.make_console(stderr=True), notes=notes)
 
 
 @_command("check", options.CHECK_HELP, no_args_is_help=True)
@@ -556,14 +428,6 @@ def optimize_command(
             raise typer.Exit(130)
 
 
-def _function_names(incomplete: str) -> list[str]:
-    """Shell completion of ``functions NAME``: the language's function names (and aliases).
-    Only a completion request pays for loading the registry (docs/cli.md)."""
-    from .language import FUNCTIONS
-
-    return sorted(name for name in FUNCTIONS if name.startswith(incomplete))
-
-
 @_command("functions", options.FUNCTIONS_HELP)
 def functions_command(
     names: Annotated[
@@ -604,210 +468,8 @@ def functions_command(
 
 
 # --------------------------------------------------------------------------------------
-# Helpers
-# --------------------------------------------------------------------------------------
-
-
-class _State:
-    id: Any = None
-
-
-class _failures:
-    """Context manager that turns any failure into an error's output and exit code
-    (docs/json.md, "Error", "Exit codes and error kinds")."""
-
-    def __init__(self, json_out: bool, debug: bool) -> None:
-        self.json_out = json_out
-        self.debug = debug
-        self.state = _State()
-
-    def __enter__(self) -> _State:
-        return self.state
-
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
-        # an OutputError goes on to _Group.main: no error object could be written either
-        if isinstance(exc, Exception) and not isinstance(exc, typer.Exit | streams.OutputError):
-            _fail(exc, self.json_out, self.state.id, self.debug)
-
-
-def _split_names(text: str | None) -> list[str] | None:
-    if text is None:
-        return None
-    return [n.strip() for n in text.split(",") if n.strip()]
-
-
-def _print_line(text: str) -> None:
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
-
-
-def _batch_shows_progress() -> bool:
-    """batch's progress bar: on a terminal's stderr, and not when stdout is a terminal too,
-    where the responses themselves show the progress and a bar would be drawn among them
-    (docs/cli.md, "Streams")."""
-    return sys.stderr.isatty() and not sys.stdout.isatty()
-
-
-class _StepProgress:
-    """optimize's progress bar on stderr, on a terminal only: steps done, the loss, time
-    elapsed and time remaining (not with ``--quiet``). Nothing is written to stdout while it
-    runs."""
-
-    def __init__(self, steps: int, *, shown: bool = True) -> None:
-        self.steps = steps
-        self.shown = shown
-        self.display: Any = None
-
-    def __enter__(self) -> Callable[[int, float], None] | None:
-        if not self.shown or self.steps < 2 or not sys.stderr.isatty():
-            return None
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.display = streams.progress(
-            TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),
-        )  # fmt: skip
-        task = self.display.add_task("optimize", total=self.steps, loss="")
-        update = self.display.update
-
-        def on_step(step: int, loss: float) -> None:
-            update(task, completed=step, loss=f"{loss:.6g}")
-
-        return on_step
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.display is not None:
-            self.display.stop()
-
-
-class _StopOnCtrlC:
-    """While optimize's steps run, a first Ctrl-C asks it to stop after the step under way,
-    so that the result so far is printed (exit status 130); a second one, or one before the
-    steps begin (reading the inputs), ends the command at once, as Ctrl-C does everywhere
-    else (docs/cli.md, "optimize"). ``requested`` is what the steps ask before each one."""
-
-    def __init__(self) -> None:
-        self.asked = False
-        self.stepping = False  # the steps have begun: they will see a request
-        self.previous: Any = None
-
-    def requested(self) -> bool:
-        self.stepping = True
-        return self.asked
-
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        if self.asked or not self.stepping:
-            _interrupted(signum, frame)
-        self.asked = True
-
-    def __enter__(self) -> _StopOnCtrlC:
-        try:
-            self.previous = signal.signal(signal.SIGINT, self._on_sigint)
-        except ValueError:  # not the main thread (gradcli called by a program): not ours
-            self.previous = None
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self.previous is not None:
-            signal.signal(signal.SIGINT, self.previous)
-
-
-def _fail(exc: BaseException, json_out: bool, request_id: Any, debug: bool) -> NoReturn:
-    from . import present
-    from .api import as_gradcli_error
-    from .io import dumps
-
-    if debug:
-        raise exc
-    err = as_gradcli_error(exc)
-    console = present.make_console(stderr=True)
-    lost: streams.OutputError | None = None
-    if json_out:
-        try:
-            _print_line(dumps({"id": request_id, "error": err.to_json()}))
-        except streams.OutputError as e:
-            lost = e
-        console.print(f"error ({err.kind}): {err.message}", markup=False, soft_wrap=True)
-    else:
-        present.print_error(err, console)
-    if lost is not None:  # said as well; the exit code stays the error's
-        streams.output_failed(sys.stdout)
-    raise typer.Exit(err.exit_code)
-
-
-# --------------------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------------------
-
-
-#: a word that can only be an option: ``--json``, ``--jsn``, ``--precission=3``
-_OPTION_WORD = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*(=.*)?\Z", re.DOTALL)
-
-
-def _expressions_as_arguments(args: list[str], group: Any = None) -> list[str]:
-    """Let an expression that begins with ``-`` (``"-x**2"``) be an argument, not an option,
-    and let an option typo be one (docs/cli.md, "Options and arguments").
-
-    Options the command knows are kept (with their values). The first positional argument
-    (EXPR) is the one place a ``-`` may begin something that is not an option: it is moved
-    after ``--``, where click reads it as an argument, unless it is an option word
-    (``--jsn``) that is not ``--`` and a name given a value (``--x`` with ``x=0`` is minus
-    minus x). Anywhere else a ``-`` begins an option (NAME=VALUE never does, and a
-    negative value is written ``x=-3``), so an unknown one stays where click reports it,
-    with the nearest options: "No such option: --jsn (Possible options: --json)".
-    """
-    i = next((k for k, a in enumerate(args) if not a.startswith("-")), None)
-    if i is None:
-        return args
-    if group is None:
-        group = typer.main.get_command(app)
-    command = getattr(group, "commands", {}).get(args[i])
-    if command is None:
-        return args
-    takes_value: dict[str, bool] = {"-h": False, "--help": False}
-    program_file: set[str] = set()  # -f FILE: then no argument is EXPR
-    for p in command.params:  # duck-typed: typer may bundle its own click
-        if getattr(p, "param_type_name", "") == "option":
-            for opt in (*p.opts, *p.secondary_opts):
-                takes_value[opt] = not p.is_flag and not p.count
-            if p.name == "file":
-                program_file.update(p.opts)
-    options: list[str] = []
-    positional: list[str] = []
-    expr_next = True  # the next positional argument is EXPR
-    # names given values (x=0): `--x` before `x=0` is the expression minus minus x
-    bound = {a.split("=", 1)[0] for a in args[i + 1 :] if "=" in a and not a.startswith("-")}
-    j = i + 1
-    while j < len(args):
-        a = args[j]
-        if a == "--":
-            positional += args[j + 1 :]
-            break
-        name = a.split("=", 1)[0] if a.startswith("--") else a
-        if a.startswith("-") and name in takes_value:
-            options.append(a)
-            expr_next = expr_next and name not in program_file
-            if takes_value[name] and "=" not in a and j + 1 < len(args):
-                options.append(args[j + 1])
-                j += 1
-        elif (
-            a.startswith("-")
-            and a != "-"
-            and (not expr_next or (_OPTION_WORD.match(a) and a.lstrip("-") not in bound))
-        ):
-            options.append(a)  # an unknown option: click says so
-        else:
-            positional.append(a)
-            expr_next = False
-        j += 1
-    head = [*args[: i + 1], *options]
-    return [*head, "--", *positional] if positional else head
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -831,25 +493,3 @@ def main(argv: list[str] | None = None) -> None:
             gc.freeze()
         elif collecting:  # called in a process that goes on
             gc.enable()
-
-
-def _click_error(exc: Any, json_out: bool) -> int:
-    """A bad option or argument, reported like every other gradcli error (kind ``input``)."""
-    if type(exc).__name__ == "NoArgsIsHelpError":
-        exc.show()  # `gradcli eval` alone: the help text
-        return int(exc.exit_code)
-    from .errors import InputError
-
-    message = exc.format_message()
-    ctx = getattr(exc, "ctx", None)
-    if ctx is not None:
-        message += f" (see '{ctx.command_path} --help')"
-    try:
-        _fail(InputError(message), json_out, None, debug=False)
-    except typer.Exit as done:
-        return int(done.exit_code)
-
-
-def _interrupted(signum: int, frame: Any) -> NoReturn:
-    sys.stderr.write("interrupted\n")
-    raise SystemExit(130)

@@ -1,0 +1,217 @@
+"""How the command line's words become a command's arguments: gradcli's click group (an
+expression may begin with ``-``, an option typo is reported as one, the streams are guarded
+while a command runs), its help layout, and the options read into a program, its inputs and
+names, handed to ``gradcli.analysis`` (docs/cli.md, "Options and arguments", "Help and
+completion").
+
+The readers (``inputs``, ``io``, ``language``) and ``analysis`` are imported inside the
+functions, so that ``gradcli --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from . import options, streams
+from .reporting import _click_error
+
+
+class _Group(typer.core.TyperGroup):
+    """gradcli's command group: an expression may begin with ``-``, click's own usage errors
+    are reported like every other gradcli error (one line, JSON with ``--json``), and the
+    standard streams are guarded while a command runs (:class:`streams.guarded`)."""
+
+    def main(  # type: ignore[override]
+        self,
+        args: list[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        given = sys.argv[1:] if args is None else list(args)
+        with streams.guarded() as stdout:
+            try:
+                code = self._run(given, prog_name, complete_var, **extra)
+                sys.stdout.flush()  # what is still buffered fails here, not at exit
+            except streams.OutputError:
+                code = 1  # reported just below
+            if stdout.error is not None and not stdout.reported:
+                code = streams.output_failed(stdout)
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+    def _run(
+        self, given: list[str], prog_name: str | None, complete_var: str | None, **extra: Any
+    ) -> Any:
+        try:
+            return super().main(
+                args=_expressions_as_arguments(given, self),
+                prog_name=prog_name,
+                complete_var=complete_var,
+                standalone_mode=False,
+                **extra,
+            )
+        except Exception as exc:  # click's errors (typer may bundle its own click)
+            if not hasattr(exc, "format_message") or not hasattr(exc, "exit_code"):
+                raise
+            return _click_error(exc, json_out="--json" in given)
+        # an OutputError goes on: Group.main reports it
+
+
+class _Command(typer.core.TyperCommand):
+    """A command whose ``--help`` lists its options under headings: "Options", then each
+    option's ``rich_help_panel`` ("Limits"). Typer draws panels only in rich-formatted help,
+    which costs start-up time (see ``app``); this is the same grouping in click's plain
+    text (docs/cli.md, "Help and completion")."""
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        sections: dict[str, list[tuple[str, str]]] = {"Arguments": [], "Options": []}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                heading = "Arguments"
+            else:
+                heading = getattr(param, "rich_help_panel", None) or "Options"
+            sections.setdefault(heading, []).append(record)
+        for heading, records in sections.items():
+            if records:
+                with formatter.section(heading):
+                    formatter.write_dl(records)
+
+
+#: a word that can only be an option: ``--json``, ``--jsn``, ``--precission=3``
+_OPTION_WORD = re.compile(r"--[A-Za-z][A-Za-z0-9_-]*(=.*)?\Z", re.DOTALL)
+
+
+def _expressions_as_arguments(args: list[str], group: Any = None) -> list[str]:
+    """Let an expression that begins with ``-`` (``"-x**2"``) be an argument, not an option,
+    and let an option typo be one (docs/cli.md, "Options and arguments").
+
+    Options the command knows are kept (with their values). The first positional argument
+    (EXPR) is the one place a ``-`` may begin something that is not an option: it is moved
+    after ``--``, where click reads it as an argument, unless it is an option word
+    (``--jsn``) that is not ``--`` and a name given a value (``--x`` with ``x=0`` is minus
+    minus x). Anywhere else a ``-`` begins an option (NAME=VALUE never does, and a
+    negative value is written ``x=-3``), so an unknown one stays where click reports it,
+    with the nearest options: "No such option: --jsn (Possible options: --json)".
+    """
+    i = next((k for k, a in enumerate(args) if not a.startswith("-")), None)
+    if i is None:
+        return args
+    if group is None:
+        from .cli import app
+
+        group = typer.main.get_command(app)
+    command = getattr(group, "commands", {}).get(args[i])
+    if command is None:
+        return args
+    takes_value: dict[str, bool] = {"-h": False, "--help": False}
+    program_file: set[str] = set()  # -f FILE: then no argument is EXPR
+    for p in command.params:  # duck-typed: typer may bundle its own click
+        if getattr(p, "param_type_name", "") == "option":
+            for opt in (*p.opts, *p.secondary_opts):
+                takes_value[opt] = not p.is_flag and not p.count
+            if p.name == "file":
+                program_file.update(p.opts)
+    options: list[str] = []
+    positional: list[str] = []
+    expr_next = True  # the next positional argument is EXPR
+    # names given values (x=0): `--x` before `x=0` is the expression minus minus x
+    bound = {a.split("=", 1)[0] for a in args[i + 1 :] if "=" in a and not a.startswith("-")}
+    j = i + 1
+    while j < len(args):
+        a = args[j]
+        if a == "--":
+            positional += args[j + 1 :]
+            break
+        name = a.split("=", 1)[0] if a.startswith("--") else a
+        if a.startswith("-") and name in takes_value:
+            options.append(a)
+            expr_next = expr_next and name not in program_file
+            if takes_value[name] and "=" not in a and j + 1 < len(args):
+                options.append(args[j + 1])
+                j += 1
+        elif (
+            a.startswith("-")
+            and a != "-"
+            and (not expr_next or (_OPTION_WORD.match(a) and a.lstrip("-") not in bound))
+        ):
+            options.append(a)  # an unknown option: click says so
+        else:
+            positional.append(a)
+            expr_next = False
+        j += 1
+    head = [*args[: i + 1], *options]
+    return [*head, "--", *positional] if positional else head
+
+
+def _split_names(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    return [n.strip() for n in text.split(",") if n.strip()]
+
+
+def _program_and_inputs(
+    expr: str | None,
+    values: list[str] | None,
+    file: Path | None,
+    inputs: str | None,
+    dtype: options.DType,
+    seed: int,
+    limits: options.Limits,
+) -> tuple[str, dict[str, Any]]:
+    from .inputs import read_program_and_inputs
+
+    return read_program_and_inputs(
+        expr, values, file, inputs, dtype=dtype.value, seed=seed,
+        max_elements=limits.elements, max_program_chars=limits.program_chars,
+        max_stdin_bytes=limits.stdin_bytes,
+    )  # fmt: skip
+
+
+def _analyse(
+    command: str,
+    expr: str | None,
+    values: list[str] | None,
+    file: Path | None,
+    inputs: str | None,
+    wrt: str | None,
+    dtype: options.DType,
+    seed: int,
+    limits: options.Limits,
+    **command_options: Any,
+) -> Any:
+    """Run ``gradcli.analysis.<command>`` on the command line's program and inputs."""
+    from . import analysis
+
+    text, given = _program_and_inputs(expr, values, file, inputs, dtype, seed, limits)
+    run = getattr(analysis, command)
+    return run(
+        text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
+        max_elements=limits.elements, max_program_chars=limits.program_chars, **command_options,
+    )  # fmt: skip
+
+
+def _check_save(save: Path | None) -> None:
+    """Refuse a ``--save`` file whose extension names no format before any work is done."""
+    if save is not None:
+        from .io import check_save_path
+
+        check_save_path(str(save))
+
+
+def _function_names(incomplete: str) -> list[str]:
+    """Shell completion of ``functions NAME``: the language's function names (and aliases).
+    Only a completion request pays for loading the registry (docs/cli.md)."""
+    from .language import FUNCTIONS
+
+    return sorted(name for name in FUNCTIONS if name.startswith(incomplete))
