@@ -219,18 +219,7 @@ def run(
                     local = (
                         local_rule(xp, ans, ctx, saved[0]) if saved else local_rule(xp, ans, ctx)
                     )
-                    if (
-                        own
-                        and gnode.size >= INPLACE_MIN
-                        and (
-                            type(local) is float
-                            or (
-                                type(local) is ndarray
-                                and local.shape == gnode.shape
-                                and (local.dtype == gnode.dtype or local.dtype.kind == "b")
-                            )
-                        )
-                    ):
+                    if own and gnode.size >= INPLACE_MIN and fits_into(local, gnode):
                         if form == FACTOR:
                             NUMPY.multiply_into(gnode, local)
                         else:
@@ -360,18 +349,7 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool) -> None:
                     if nsaved
                     else local_rule(xp, ans, node.ctx)
                 )
-                if (
-                    own
-                    and gnode.size >= big
-                    and (
-                        type(local) is float
-                        or (
-                            type(local) is ndarray
-                            and local.shape == gnode.shape
-                            and (local.dtype == gnode.dtype or local.dtype.kind == "b")
-                        )
-                    )
-                ):
+                if own and gnode.size >= big and fits_into(local, gnode):
                     if form == FACTOR:
                         NUMPY.multiply_into(gnode, local)
                     else:
@@ -428,6 +406,18 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool) -> None:
                 gnxt = None
             else:
                 gnode = None
+
+
+def fits_into(local: Any, g: Any) -> bool:
+    """Whether a factor or divisor ``local`` can be applied by writing into the gradient
+    ``g`` (a large buffer of backward's own): a float, or an array of ``g``'s shape and
+    dtype (or a boolean mask). Asked only of large buffers: the walks test ``own`` and the
+    size first, so small arrays pay for no call."""
+    return type(local) is float or (
+        type(local) is _ndarray
+        and local.shape == g.shape
+        and (local.dtype == g.dtype or local.dtype.kind == "b")
+    )
 
 
 def _collect(

@@ -149,7 +149,7 @@ class Recorder:
         keeps one. The tests replay every function and random programs against fresh
         evaluations to the last bit; change the two walks together."""
         from . import registry
-        from .backward import INPLACE_MIN, _ones
+        from .backward import INPLACE_MIN, _ones, fits_into
 
         start = edge(root)  # its node, or the accumulator of a leaf (the program `x`)
         if start is None:
@@ -194,18 +194,7 @@ class Recorder:
                     to = node.next[0]
                     args = (xp, ans, ctx, saved[0]) if nsaved else (xp, ans, ctx)
                     local = call(local_rule, args)
-                    if (
-                        own
-                        and gnode.size >= INPLACE_MIN
-                        and (
-                            type(local) is float
-                            or (
-                                type(local) is ndarray
-                                and local.shape == gnode.shape
-                                and (local.dtype == gnode.dtype or local.dtype.kind == "b")
-                            )
-                        )
-                    ):
+                    if own and gnode.size >= INPLACE_MIN and fits_into(local, gnode):
                         into = NUMPY.multiply_into if form == FACTOR else NUMPY.divide_into
                         gnode = call(into, (gnode, local))
                     else:
