@@ -18,7 +18,7 @@ from ..node import FACTOR, identity
 from ..registry import OPS, TENSOR_ONLY, Primitive, binary, public, unary
 from ..replay import opaque
 from ..shapes import check_broadcast
-from ..state import RECORD, STATE
+from ..state import OFF_DEFAULT, RECORD, STATE
 from ..tensor import Tensor, const, lift, note, record
 
 LN2 = math.log(2.0)
@@ -287,9 +287,12 @@ def _compare(name: str, x: Any, y: Any) -> Tensor:
     y = lift(y, x)
     if x.data.shape != y.data.shape:
         check_broadcast(name, x.data.shape, y.data.shape)
-    t = const(_compared(name)(x.data, y.data))
-    if STATE.recorder is not None:  # a plan's recording: the comparison is a step of it
-        note(t, name, (x, y), _compared(name), RECORD)
+    redo = _compared(name)
+    t = const(redo(x.data, y.data))
+    # a plan's recording: the comparison is a step of it (the thread's mode is read only
+    # when some thread is off the default, as on every op's path)
+    if OFF_DEFAULT and STATE.mode == RECORD:
+        note(t, name, (x, y), redo, RECORD)
     return t
 
 
