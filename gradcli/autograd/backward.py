@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import ShapeError
 from . import registry
 from .backend import NUMPY
-from .node import FACTOR, FREED, FREED_MESSAGE, AccumulateGrad, Node, identity
+from .node import ANS, FACTOR, FREED, FREED_MESSAGE, AccumulateGrad, Node, identity
 from .state import GRAD, NO_GRAD, set_mode
 from .tensor import Tensor, const, edge, tensor_on_edge
 
@@ -207,7 +207,7 @@ def run(
                 if release and (saved or ans is not None):
                     node.saved = FREED
                     node.ans = None
-                form, local_rule, nary, vjps, broadcasts, nsaved, _ = prim.plan
+                form, local_rule, nary, vjps, broadcasts, nsaved, _, _ = prim.plan
                 node = None  # the next node to visit, if one is found complete below
                 if form:
                     # One input, elementwise: g * factor or g / divisor, written into g
@@ -262,7 +262,7 @@ def run(
                                 continue
                     # a fresh array (not g itself, not a view, not a NumPy scalar, which
                     # += would only rebind) can take later terms in place
-                    fresh = type(pg) is ndarray and pg.base is None and pg is not gnode
+                    fresh = pg is not gnode and type(pg) is ndarray and pg.base is None
                     if shapes is not None and pg.shape != shapes[i]:
                         pg = xp.sum_to(pg, shapes[i])
                         fresh = type(pg) is ndarray and pg.base is None
@@ -329,7 +329,7 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool) -> None:
                 kept = node.retained()
                 if kept is not None:
                     _accumulate(kept, gnode, False, False)
-            form, local_rule, nary, vjps, broadcasts, nsaved, saves = prim.plan
+            form, local_rule, nary, vjps, broadcasts, nsaved, saves, direct = prim.plan
             if saves:
                 saved = node.saved
                 if saved is FREED:
@@ -344,11 +344,12 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool) -> None:
             if form:
                 # g * factor or g / divisor (see run)
                 to = node.next[0]
-                local = (
-                    local_rule(xp, ans, node.ctx, saved[0])
-                    if nsaved
-                    else local_rule(xp, ans, node.ctx)
-                )
+                if direct is not None:  # a saved value (Primitive.direct): no call
+                    local = ans if direct == ANS else saved[direct]
+                elif nsaved:
+                    local = local_rule(xp, ans, node.ctx, saved[0])
+                else:
+                    local = local_rule(xp, ans, node.ctx)
                 if own and gnode.size >= big and fits_into(local, gnode):
                     if form == FACTOR:
                         NUMPY.multiply_into(gnode, local)
@@ -381,6 +382,8 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool) -> None:
                         pg = gnode
                     elif rule is None:
                         continue
+                    elif direct is not None:  # g times a saved input (Primitive.direct)
+                        pg = gnode * saved[direct[i]]
                     elif nsaved == 2:
                         pg = rule(xp, gnode, ans, ctx, saved[0], saved[1])
                     elif nsaved == 0:
@@ -391,7 +394,7 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool) -> None:
                         continue
                 if shapes is not None and pg.shape != shapes[i]:
                     pg = xp.sum_to(pg, shapes[i])
-                fresh = type(pg) is ndarray and pg.base is None and pg is not gnode
+                fresh = pg is not gnode and type(pg) is ndarray and pg.base is None
                 if to.uses == 1:
                     if nxt is not None:
                         ready_append((nxt, gnxt, own))

@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 next_seq = itertools.count().__next__
 
 #: how a primitive of one elementwise input gives its VJP: a general rule, ``g * factor``
-#: or ``g / divisor`` (see registry.unary)
+#: or ``g / divisor`` (see families.unary)
 GENERAL, FACTOR, DIVISOR = 0, 1, 2
+#: ``Primitive.direct`` of a factor or divisor that is the output (see families.unary)
+ANS = -1
 
 
 def identity(xp: Any, g: Any, ans: Any, ctx: Any, *saved: Any) -> Any:

@@ -14,6 +14,12 @@ static context ``ctx``, then the inputs it saves (None for the others; no inputs
 it saves none). An elementwise rule of one input may instead be a *factor* (the VJP is
 ``g * factor``) or a *divisor* (``g / divisor``), which lets backward write into ``g`` when
 ``g`` is a buffer of its own.
+
+The simplest rules are written as what they are, as PyTorch's ``derivatives.yaml`` writes
+``grad * result``: a factor or divisor that is a saved value (``factor="ans"`` for ``exp``,
+``divisor="x"`` for ``log``), a VJP that is the gradient times a saved input (``"g * y"``
+for ``mul``). Backward reads those values without calling a function; the other walks
+call the rule made from the text, which computes the same bits.
 """
 
 from __future__ import annotations
@@ -23,15 +29,9 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import state as _state
 from .backend import NUMPY
-from .node import DIVISOR, FACTOR, GENERAL, Node, next_seq
-from .shapes import check_broadcast
-from .state import GRAD
-from .tensor import _FLOAT64, FLOAT64_SCALARS, Tensor, accumulator, lift, note
-
-_ndarray = NUMPY.ndarray
-
+from .node import ANS, GENERAL
+from .tensor import Tensor
 
 #: annotations of public functions that tell the language how to read an argument
 Axis = Any  # None, an int or a tuple of ints
@@ -43,8 +43,8 @@ class Primitive:
     """A primitive operation: forward function, VJPs, what they read, derivative text."""
 
     __slots__ = (
-        "_local", "broadcasts", "doc", "form", "fwd", "name", "nary", "plan", "save_ans",
-        "save_in", "vjps",
+        "_local", "broadcasts", "direct", "doc", "form", "fwd", "name", "nary", "plan",
+        "save_ans", "save_in", "vjps",
     )  # fmt: skip
 
     def __init__(
@@ -60,6 +60,7 @@ class Primitive:
         local: Callable[..., Any] | None = None,
         nary: bool = False,
         broadcasts: bool = False,
+        direct: Any = None,
     ) -> None:
         unknown = set(saves) - {"ans", *inputs}
         if unknown:
@@ -80,10 +81,14 @@ class Primitive:
         #: inputs may be broadcast up to the output's shape: a node's ctx then holds the
         #: input shapes (None when none was), and backward sums each gradient back down
         self.broadcasts = broadcasts
+        #: a rule backward computes without a call (see value_rule and product_rules): for
+        #: a factor or divisor, where its value is (ANS, or the index of a saved input);
+        #: for VJPs, per input the index of the saved input g is multiplied by
+        self.direct = direct
         #: what backward reads of a primitive, in one attribute
         self.plan = (
             form, local, nary, self.vjps, broadcasts, len(self.save_in),
-            bool(self.save_in) or self.save_ans,
+            bool(self.save_in) or self.save_ans, direct,
         )  # fmt: skip
 
     @property
@@ -94,7 +99,8 @@ class Primitive:
     @local.setter
     def local(self, rule: Callable[..., Any] | None) -> None:
         self._local = rule
-        self.plan = (self.plan[0], rule, *self.plan[2:])
+        self.direct = None  # the rule given is the one to call
+        self.plan = (self.plan[0], rule, *self.plan[2:-1], None)
 
     def saved(self, values: Sequence[Any]) -> tuple[Any, ...]:
         """The values of the inputs a node of this primitive keeps (``values``: arrays)."""
@@ -112,7 +118,7 @@ OPS: dict[str, Primitive] = {}
 def primitive(
     name: str,
     fwd: Callable[..., Any],
-    *vjps: Callable[..., Any] | None,
+    *vjps: Callable[..., Any] | str | None,
     saves: Sequence[str],
     doc: str,
     inputs: Sequence[str] = ("x",),
@@ -120,11 +126,47 @@ def primitive(
     broadcasts: bool = False,
 ) -> Primitive:
     """A primitive whose public function is written by hand (see :func:`public`)."""
+    rules, direct = product_rules(name, vjps, inputs, saves)
     prim = Primitive(
-        name, fwd, vjps, saves=saves, doc=doc, inputs=inputs, nary=nary, broadcasts=broadcasts
-    )
+        name, fwd, rules, saves=saves, doc=doc, inputs=inputs, nary=nary, broadcasts=broadcasts,
+        direct=direct,
+    )  # fmt: skip
     OPS.setdefault(name, prim)
     return prim
+
+
+def value_rule(name: str, given: str, saves: Sequence[str]) -> tuple[Callable[..., Any], int]:
+    """A factor or divisor given as the saved value it is (``"ans"`` or ``"x"``): the rule
+    that returns it, and where backward finds it without calling that rule."""
+    if given not in ("ans", "x") or given not in saves:
+        raise ValueError(f"{name}: a factor or divisor named must be 'ans' or 'x', and saved")
+    if given == "ans":
+        return (lambda xp, ans, ctx: ans), ANS
+    return (lambda xp, ans, ctx, x: x), 0
+
+
+def product_rules(
+    name: str,
+    vjps: Sequence[Callable[..., Any] | str | None],
+    inputs: Sequence[str],
+    saves: Sequence[str],
+) -> tuple[list[Callable[..., Any] | None], tuple[int, ...] | None]:
+    """The VJPs, with each given as text ``"g * NAME"`` (NAME a saved input) made into the
+    rule it says; and, when every VJP is such a product, the index of the saved input each
+    multiplies ``g`` by, so backward computes it without a call."""
+    rules: list[Callable[..., Any] | None] = []
+    direct: list[int] = []
+    for rule in vjps:
+        if not isinstance(rule, str):
+            rules.append(rule)
+            continue
+        head, _, other = rule.partition(" * ")
+        if head != "g" or other not in inputs or other not in saves:
+            raise ValueError(f"{name}: a VJP as text is 'g * NAME' of a saved input, not {rule!r}")
+        k = list(inputs).index(other)
+        direct.append(k)
+        rules.append(lambda xp, g, ans, ctx, *saved, k=k: g * saved[k])
+    return rules, (tuple(direct) if len(direct) == len(vjps) else None)
 
 
 # --------------------------------------------------------------------------------------
@@ -262,7 +304,7 @@ def _param(
     return Param(name, kind, default, varargs)
 
 
-def _install(
+def install(
     name: str,
     call: Callable[..., Tensor],
     summary: str,
@@ -341,7 +383,7 @@ def public(
             for attr in ("__name__", "__qualname__", "__module__", "__doc__"):
                 setattr(call, attr, getattr(fn, attr))
         rule = derivative if derivative is not None else prim.doc if prim else ""
-        spec = _install(
+        spec = install(
             name or fn.__name__,
             call,
             summary,
@@ -354,257 +396,6 @@ def public(
         return spec.call
 
     return register
-
-
-# --------------------------------------------------------------------------------------
-# The elementwise families: one call makes the primitive and its public function
-# --------------------------------------------------------------------------------------
-
-
-def unary(
-    name: str,
-    fwd: Callable[..., Any] | str,
-    *,
-    saves: Sequence[str],
-    doc: str,
-    summary: str,
-    factor: Callable[..., Any] | None = None,
-    divisor: Callable[..., Any] | None = None,
-    vjp: Callable[..., Any] | None = None,
-    aliases: Sequence[str] = (),
-    public_name: str | None = None,
-    language: bool = True,
-    method: bool = True,
-    api_aliases: Sequence[str] = (),
-) -> Callable[[Any], Tensor]:
-    """An elementwise primitive of one input, ``fwd(xp, x)`` (or the name of the
-    namespace's function, ``"exp"``). Give its derivative as
-    exactly one of ``factor(xp, ans, ctx[, x])`` (the VJP is ``g * factor``),
-    ``divisor(...)`` (``g / divisor``) or ``vjp(xp, g, ans, ctx[, x])``."""
-    forms = [(FACTOR, factor), (DIVISOR, divisor), (GENERAL, vjp)]
-    given = [(form, fn) for form, fn in forms if fn is not None]
-    if len(given) != 1:
-        raise ValueError(f"{name}: give exactly one of factor, divisor, vjp")
-    form, fn = given[0]
-    fwd, run = _forward(fwd)
-    prim = Primitive(name, fwd, [fn], saves=saves, doc=doc, form=form, local=fn)
-    OPS[name] = prim
-    save_x = bool(prim.save_in)
-    save_ans = prim.save_ans
-    state = _state.STATE
-    off_default = _state.OFF_DEFAULT
-    new_tensor = Tensor.__new__
-
-    # The hot path of every elementwise op: record() written out, the edge inlined.
-    def apply(x: Any) -> Tensor:
-        if type(x) is not Tensor:
-            x = lift(x)
-        xd = x.data
-        out = run(xd)
-        t = new_tensor(Tensor)
-        t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)
-        t.grad = None
-        t.label = None
-        mode = state.mode if off_default else GRAD
-        if mode and x.requires_grad:
-            node = Node()  # no __init__: the quickest way to make one
-            node.prim = prim
-            to = x.grad_fn
-            if to is None:
-                to = accumulator(x)
-            to.uses += 1
-            node.next = (to,)
-            node.saved = (xd,) if save_x else ()
-            node.ans = out if save_ans else None
-            node.ctx = None
-            node.seq = next_seq()
-            node.uses = 0
-            node.retained = None
-            t.requires_grad = True
-            t.grad_fn = node
-        else:
-            t.requires_grad = False
-            t.grad_fn = None
-            t._acc = None
-        if mode > GRAD:  # graph's trace, or a plan's recording
-            note(t, name, (x,), run, mode)
-        return t
-
-    apply.__name__ = public_name or name
-    apply.__doc__ = f"Elementwise {summary}; its VJP: {doc}."
-    _install(
-        public_name or name,
-        apply,
-        summary,
-        doc,
-        params=(Param("x", "tensor"),),
-        aliases=aliases,
-        method=method,
-        language=language,
-        api_aliases=api_aliases,
-    )
-    return apply
-
-
-def _forward(fwd: Callable[..., Any] | str) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """``(fwd(xp, *arrays), the same on NumPy)``; a name is the namespace's function."""
-    if not isinstance(fwd, str):
-        return fwd, functools.partial(fwd, NUMPY)
-    name = fwd
-
-    def call(xp: Any, *arrays: Any) -> Any:
-        return getattr(xp, name)(*arrays)
-
-    call.__name__ = name
-    return call, getattr(NUMPY, name)
-
-
-def binary(
-    name: str,
-    fwd: Callable[..., Any] | str,
-    dx: Callable[..., Any] | None,
-    dy: Callable[..., Any] | None,
-    *,
-    saves: Sequence[str],
-    doc: str,
-    summary: str,
-    public_name: str | None = None,
-    params: tuple[str, str] = ("a", "b"),
-    aliases: Sequence[str] = (),
-    dunder: str | None = None,
-    language: bool = True,
-    api_aliases: Sequence[str] = (),
-) -> Callable[[Any, Any], Tensor]:
-    """An elementwise primitive of two inputs with NumPy broadcasting, ``fwd(xp, x, y)``;
-    VJPs ``dx(xp, g, ans, ctx, x, y)`` and ``dy(...)`` (broadcasting is undone by
-    backward, never in a rule). ``dunder``: the operator (``"add"`` for ``+``)."""
-    fwd, run = _forward(fwd)
-    prim = Primitive(name, fwd, [dx, dy], saves=saves, doc=doc, inputs=("x", "y"), broadcasts=True)
-    OPS[name] = prim
-    save_x, save_y = prim.save_in or (False, False)
-    keep_inputs = bool(prim.save_in)
-    save_ans = prim.save_ans
-    state = _state.STATE
-    off_default = _state.OFF_DEFAULT
-    new_tensor = Tensor.__new__
-    label = public_name or name
-    f64, f64_scalars = _FLOAT64, FLOAT64_SCALARS
-
-    # The hot path of every elementwise op of two inputs: record() written out, the edges
-    # inlined.
-    def apply(x: Any, y: Any) -> Tensor:
-        if type(x) is Tensor and type(y) is Tensor:
-            xd = x.data
-            yd = y.data
-            xs = xd.shape
-            ys = yd.shape
-            shapes = None
-            if xs != ys:
-                shapes = (xs, ys)  # backward sums the gradients back down
-                # A one-element operand never grows the result: only then is a check needed.
-                if xd.size != 1 and yd.size != 1:
-                    check_broadcast(name, xs, ys)
-        else:
-            # A Python float beside a float64 tensor: its cached constant, found here
-            # without the general conversion (``h * y + 0.5``).
-            c = None
-            if type(y) is float and type(x) is Tensor and x.data.dtype is f64:
-                c = f64_scalars.get(y)
-                if c is not None:
-                    y = c
-            elif type(x) is float and type(y) is Tensor and y.data.dtype is f64:
-                c = f64_scalars.get(x)
-                if c is not None:
-                    x = c
-            if c is None:
-                x, y, shapes = _operands(name, x, y)
-            else:
-                shapes = None  # a 0-d constant never grows the result
-            xd = x.data
-            yd = y.data
-        out = run(xd, yd)
-        t = new_tensor(Tensor)
-        t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)
-        t.grad = None
-        t.label = None
-        mode = state.mode if off_default else GRAD
-        if mode and (x.requires_grad or y.requires_grad):
-            tx = x.grad_fn
-            if tx is None and x.requires_grad:
-                tx = accumulator(x)
-            if tx is not None:
-                tx.uses += 1
-            ty = y.grad_fn
-            if ty is None and y.requires_grad:
-                ref = y._acc  # accumulator(y) inlined: a leaf used again (W2's y)
-                ty = ref() if ref is not None else None
-                if ty is None:
-                    ty = accumulator(y)
-            if ty is not None:
-                ty.uses += 1
-            node = Node()  # no __init__: the quickest way to make one
-            node.prim = prim
-            node.next = (tx, ty)
-            node.saved = (xd if save_x else None, yd if save_y else None) if keep_inputs else ()
-            node.ans = out if save_ans else None
-            node.ctx = shapes
-            node.seq = next_seq()
-            node.uses = 0
-            node.retained = None
-            t.requires_grad = True
-            t.grad_fn = node
-        else:
-            t.requires_grad = False
-            t.grad_fn = None
-            t._acc = None
-        if mode > GRAD:  # graph's trace, or a plan's recording
-            note(t, name, (x, y), run, mode)
-        return t
-
-    def reflected(x: Any, y: Any) -> Tensor:
-        return apply(y, x)
-
-    apply.__name__ = label
-    apply.__doc__ = f"Elementwise {summary} with broadcasting; its VJPs: {doc}."
-    _install(
-        label,
-        apply,
-        summary,
-        doc,
-        params=(Param(params[0], "tensor"), Param(params[1], "tensor")),
-        aliases=aliases,
-        method=language,
-        language=language,
-        api_aliases=api_aliases,
-    )
-    if dunder is not None:
-        setattr(Tensor, f"__{dunder}__", apply)
-        setattr(Tensor, f"__r{dunder}__", reflected)
-    return apply
-
-
-def _operands(name: str, x: Any, y: Any) -> tuple[Tensor, Tensor, Any]:
-    """The operands of a binary primitive when one is not a tensor: as tensors (a Python
-    number becomes a cached constant, a 0-d array: NumPy combines one of those with an
-    array faster than it converts a float), and their shapes when one is broadcast up.
-    A 0-d constant beside a tensor needs no shapes: it never grows the result, and takes
-    no gradient."""
-    if type(x) is not Tensor:
-        x = lift(x, y)
-        if type(y) is not Tensor:
-            y = lift(y, x)
-        elif x.data.ndim == 0:
-            return x, y, None
-    else:
-        y = lift(y, x)
-        if y.data.ndim == 0:
-            return x, y, None
-    xs, ys = x.data.shape, y.data.shape
-    if xs == ys:
-        return x, y, None
-    if x.data.size != 1 and y.data.size != 1:
-        check_broadcast(name, xs, ys)
-    return x, y, (xs, ys)
 
 
 # --------------------------------------------------------------------------------------

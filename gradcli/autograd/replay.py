@@ -188,7 +188,7 @@ class Recorder:
                     kept = node.retained()
                     if kept is not None:
                         self.kept_grads[id(kept)] = self._slot(gnode)
-                form, local_rule, nary, vjps, broadcasts, nsaved, _ = prim.plan
+                form, local_rule, nary, vjps, broadcasts, nsaved, _, _ = prim.plan
                 saved, ans, ctx = node.saved, node.ans, node.ctx
                 if form:
                     to = node.next[0]
@@ -227,7 +227,7 @@ class Recorder:
                                 continue
                     if shapes is not None and pg.shape != shapes[i]:
                         pg = call(xp.sum_to, (pg, shapes[i]))
-                    fresh = type(pg) is ndarray and pg.base is None and pg is not gnode
+                    fresh = pg is not gnode and type(pg) is ndarray and pg.base is None
                     if to.uses == 1:
                         if nxt is not None:
                             ready.append((nxt, gnxt, own))

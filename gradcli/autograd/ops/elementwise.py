@@ -14,8 +14,9 @@ from typing import Any
 
 from ...errors import InvalidValueError
 from ..backend import NUMPY
+from ..families import binary, unary
 from ..node import FACTOR, identity
-from ..registry import OPS, TENSOR_ONLY, Primitive, binary, public, unary
+from ..registry import OPS, TENSOR_ONLY, Primitive, public
 from ..replay import opaque
 from ..shapes import check_broadcast
 from ..state import OFF_DEFAULT, RECORD, STATE
@@ -73,11 +74,11 @@ sqrt = unary("sqrt", "sqrt", divisor=lambda xp, ans, ctx: ans * 2.0, saves=("ans
              doc="g / (2 sqrt(x))  (inf at 0)", summary="square root")
 square = unary("square", "square", factor=lambda xp, ans, ctx, x: x * 2.0, saves=("x",),
                doc="2 x g", summary="x * x")
-exp = unary("exp", "exp", factor=lambda xp, ans, ctx: ans, saves=("ans",),
+exp = unary("exp", "exp", factor="ans", saves=("ans",),
             doc="g * exp(x)", summary="e ** x")
 expm1 = unary("expm1", "expm1", factor=lambda xp, ans, ctx: ans + 1.0, saves=("ans",),
               doc="g * exp(x)", summary="exp(x) - 1, accurate near 0")
-log = unary("log", "log", divisor=lambda xp, ans, ctx, x: x, saves=("x",),
+log = unary("log", "log", divisor="x", saves=("x",),
             doc="g / x", summary="natural logarithm")
 log2 = unary("log2", "log2", divisor=lambda xp, ans, ctx, x: x * LN2, saves=("x",),
              doc="g / (x ln 2)", summary="base-2 logarithm")
@@ -138,8 +139,7 @@ add = binary("add", "add", identity, identity, saves=(),
 subtract = binary("sub", "subtract", identity, lambda xp, g, ans, ctx: -g,
                   saves=(), doc="dx = g, dy = -g", summary="a - b", public_name="subtract",
                   dunder="sub", language=False)
-multiply = binary("mul", "multiply", lambda xp, g, ans, ctx, x, y: g * y,
-                  lambda xp, g, ans, ctx, x, y: g * x, saves=("x", "y"),
+multiply = binary("mul", "multiply", "g * y", "g * x", saves=("x", "y"),
                   doc="dx = g y, dy = g x", summary="a * b", public_name="multiply",
                   dunder="mul", language=False)
 divide = binary("div", "divide", lambda xp, g, ans, ctx, x, y: g / y,

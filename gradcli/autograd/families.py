@@ -1,0 +1,279 @@
+"""The elementwise families (docs/engine.md, "Adding a primitive"): one call, :func:`unary`
+or :func:`binary`, makes the primitive, its public function, its Tensor method and, for
+:func:`binary`, its operator. Their ``apply`` is the hot path of every elementwise op:
+recording is written out there, edges inlined, rather than going through
+``tensor.record``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import state as _state
+from .backend import NUMPY
+from .node import DIVISOR, FACTOR, GENERAL, Node, next_seq
+from .registry import OPS, Param, Primitive, install, product_rules, value_rule
+from .shapes import check_broadcast
+from .state import GRAD
+from .tensor import _FLOAT64, FLOAT64_SCALARS, Tensor, accumulator, lift, note
+
+_ndarray = NUMPY.ndarray
+
+
+def unary(
+    name: str,
+    fwd: Callable[..., Any] | str,
+    *,
+    saves: Sequence[str],
+    doc: str,
+    summary: str,
+    factor: Callable[..., Any] | str | None = None,
+    divisor: Callable[..., Any] | str | None = None,
+    vjp: Callable[..., Any] | None = None,
+    aliases: Sequence[str] = (),
+    public_name: str | None = None,
+    language: bool = True,
+    method: bool = True,
+    api_aliases: Sequence[str] = (),
+) -> Callable[[Any], Tensor]:
+    """An elementwise primitive of one input, ``fwd(xp, x)`` (or the name of the
+    namespace's function, ``"exp"``). Give its derivative as
+    exactly one of ``factor(xp, ans, ctx[, x])`` (the VJP is ``g * factor``),
+    ``divisor(...)`` (``g / divisor``) or ``vjp(xp, g, ans, ctx[, x])``; a factor or divisor
+    that is a saved value may be given as its name, ``"ans"`` or ``"x"``."""
+    forms = [(FACTOR, factor), (DIVISOR, divisor), (GENERAL, vjp)]
+    given = [(form, fn) for form, fn in forms if fn is not None]
+    if len(given) != 1:
+        raise ValueError(f"{name}: give exactly one of factor, divisor, vjp")
+    form, fn = given[0]
+    direct = None
+    if isinstance(fn, str):
+        if form == GENERAL:
+            raise ValueError(f"{name}: only a factor or divisor may be named")
+        fn, direct = value_rule(name, fn, saves)
+    fwd, run = _forward(fwd)
+    prim = Primitive(
+        name, fwd, [fn], saves=saves, doc=doc, form=form, local=fn, direct=direct
+    )  # fmt: skip
+    OPS[name] = prim
+    save_x = bool(prim.save_in)
+    save_ans = prim.save_ans
+    state = _state.STATE
+    off_default = _state.OFF_DEFAULT
+    new_tensor = Tensor.__new__
+
+    # The hot path of every elementwise op: record() written out, the edge inlined.
+    def apply(x: Any) -> Tensor:
+        if type(x) is not Tensor:
+            x = lift(x)
+        xd = x.data
+        out = run(xd)
+        t = new_tensor(Tensor)
+        t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)
+        t.grad = None
+        t.label = None
+        mode = state.mode if off_default else GRAD
+        if mode and x.requires_grad:
+            node = Node()  # no __init__: the quickest way to make one
+            node.prim = prim
+            to = x.grad_fn
+            if to is None:
+                to = accumulator(x)
+            to.uses += 1
+            node.next = (to,)
+            node.saved = (xd,) if save_x else ()
+            node.ans = out if save_ans else None
+            node.ctx = None
+            node.seq = next_seq()
+            node.uses = 0
+            node.retained = None
+            t.requires_grad = True
+            t.grad_fn = node
+        else:
+            t.requires_grad = False
+            t.grad_fn = None
+            t._acc = None
+        if mode > GRAD:  # graph's trace, or a plan's recording
+            note(t, name, (x,), run, mode)
+        return t
+
+    apply.__name__ = public_name or name
+    apply.__doc__ = f"Elementwise {summary}; its VJP: {doc}."
+    install(
+        public_name or name,
+        apply,
+        summary,
+        doc,
+        params=(Param("x", "tensor"),),
+        aliases=aliases,
+        method=method,
+        language=language,
+        api_aliases=api_aliases,
+    )
+    return apply
+
+
+def _forward(fwd: Callable[..., Any] | str) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """``(fwd(xp, *arrays), the same on NumPy)``; a name is the namespace's function."""
+    if not isinstance(fwd, str):
+        return fwd, functools.partial(fwd, NUMPY)
+    name = fwd
+
+    def call(xp: Any, *arrays: Any) -> Any:
+        return getattr(xp, name)(*arrays)
+
+    call.__name__ = name
+    return call, getattr(NUMPY, name)
+
+
+def binary(
+    name: str,
+    fwd: Callable[..., Any] | str,
+    dx: Callable[..., Any] | str | None,
+    dy: Callable[..., Any] | str | None,
+    *,
+    saves: Sequence[str],
+    doc: str,
+    summary: str,
+    public_name: str | None = None,
+    params: tuple[str, str] = ("a", "b"),
+    aliases: Sequence[str] = (),
+    dunder: str | None = None,
+    language: bool = True,
+    api_aliases: Sequence[str] = (),
+) -> Callable[[Any, Any], Tensor]:
+    """An elementwise primitive of two inputs with NumPy broadcasting, ``fwd(xp, x, y)``;
+    VJPs ``dx(xp, g, ans, ctx, x, y)`` and ``dy(...)``, or text ``"g * y"`` (broadcasting
+    is undone by backward, never in a rule). ``dunder``: the operator (``"add"`` for ``+``)."""
+    fwd, run = _forward(fwd)
+    rules, direct = product_rules(name, (dx, dy), ("x", "y"), saves)
+    prim = Primitive(
+        name, fwd, rules, saves=saves, doc=doc, inputs=("x", "y"), broadcasts=True, direct=direct
+    )  # fmt: skip
+    OPS[name] = prim
+    save_x, save_y = prim.save_in or (False, False)
+    keep_inputs = bool(prim.save_in)
+    save_ans = prim.save_ans
+    state = _state.STATE
+    off_default = _state.OFF_DEFAULT
+    new_tensor = Tensor.__new__
+    label = public_name or name
+    f64, f64_scalars = _FLOAT64, FLOAT64_SCALARS
+
+    # The hot path of every elementwise op of two inputs: record() written out, the edges
+    # inlined.
+    def apply(x: Any, y: Any) -> Tensor:
+        if type(x) is Tensor and type(y) is Tensor:
+            xd = x.data
+            yd = y.data
+            xs = xd.shape
+            ys = yd.shape
+            shapes = None
+            if xs != ys:
+                shapes = (xs, ys)  # backward sums the gradients back down
+                # A one-element operand never grows the result: only then is a check needed.
+                if xd.size != 1 and yd.size != 1:
+                    check_broadcast(name, xs, ys)
+        else:
+            # A Python float beside a float64 tensor: its cached constant, found here
+            # without the general conversion (``h * y + 0.5``).
+            c = None
+            if type(y) is float and type(x) is Tensor and x.data.dtype is f64:
+                c = f64_scalars.get(y)
+                if c is not None:
+                    y = c
+            elif type(x) is float and type(y) is Tensor and y.data.dtype is f64:
+                c = f64_scalars.get(x)
+                if c is not None:
+                    x = c
+            if c is None:
+                x, y, shapes = _operands(name, x, y)
+            else:
+                shapes = None  # a 0-d constant never grows the result
+            xd = x.data
+            yd = y.data
+        out = run(xd, yd)
+        t = new_tensor(Tensor)
+        t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)
+        t.grad = None
+        t.label = None
+        mode = state.mode if off_default else GRAD
+        if mode and (x.requires_grad or y.requires_grad):
+            tx = x.grad_fn
+            if tx is None and x.requires_grad:
+                tx = accumulator(x)
+            if tx is not None:
+                tx.uses += 1
+            ty = y.grad_fn
+            if ty is None and y.requires_grad:
+                ref = y._acc  # accumulator(y) inlined: a leaf used again (W2's y)
+                ty = ref() if ref is not None else None
+                if ty is None:
+                    ty = accumulator(y)
+            if ty is not None:
+                ty.uses += 1
+            node = Node()  # no __init__: the quickest way to make one
+            node.prim = prim
+            node.next = (tx, ty)
+            node.saved = (xd if save_x else None, yd if save_y else None) if keep_inputs else ()
+            node.ans = out if save_ans else None
+            node.ctx = shapes
+            node.seq = next_seq()
+            node.uses = 0
+            node.retained = None
+            t.requires_grad = True
+            t.grad_fn = node
+        else:
+            t.requires_grad = False
+            t.grad_fn = None
+            t._acc = None
+        if mode > GRAD:  # graph's trace, or a plan's recording
+            note(t, name, (x, y), run, mode)
+        return t
+
+    def reflected(x: Any, y: Any) -> Tensor:
+        return apply(y, x)
+
+    apply.__name__ = label
+    apply.__doc__ = f"Elementwise {summary} with broadcasting; its VJPs: {doc}."
+    install(
+        label,
+        apply,
+        summary,
+        doc,
+        params=(Param(params[0], "tensor"), Param(params[1], "tensor")),
+        aliases=aliases,
+        method=language,
+        language=language,
+        api_aliases=api_aliases,
+    )
+    if dunder is not None:
+        setattr(Tensor, f"__{dunder}__", apply)
+        setattr(Tensor, f"__r{dunder}__", reflected)
+    return apply
+
+
+def _operands(name: str, x: Any, y: Any) -> tuple[Tensor, Tensor, Any]:
+    """The operands of a binary primitive when one is not a tensor: as tensors (a Python
+    number becomes a cached constant, a 0-d array: NumPy combines one of those with an
+    array faster than it converts a float), and their shapes when one is broadcast up.
+    A 0-d constant beside a tensor needs no shapes: it never grows the result, and takes
+    no gradient."""
+    if type(x) is not Tensor:
+        x = lift(x, y)
+        if type(y) is not Tensor:
+            y = lift(y, x)
+        elif x.data.ndim == 0:
+            return x, y, None
+    else:
+        y = lift(y, x)
+        if y.data.ndim == 0:
+            return x, y, None
+    xs, ys = x.data.shape, y.data.shape
+    if xs == ys:
+        return x, y, None
+    if x.data.size != 1 and y.data.size != 1:
+        check_broadcast(name, xs, ys)
+    return x, y, (xs, ys)
