@@ -390,3 +390,74 @@ def test_a_stream_records_a_program_when_it_comes_again() -> None:
         (entry,) = plans._entries.values()
         assert (entry is _SEEN) == (k == 0)
         assert isinstance(entry, _Recorded) == (k > 0)
+
+
+def _rows_by_grad(root: Any, leaves: list[Any], n: int) -> Any:
+    """A Jacobian's rows the way they were made before plans: autograd.grad per seed."""
+    from gradcli import autograd as E
+
+    for i in range(n):
+        seed = np.zeros(n, dtype=root.dtype)
+        seed[i] = 1.0
+        found = E.grad(root, leaves, grad_outputs=seed.reshape(root.shape), retain_graph=True)
+        yield [None if g is None else g.data for g in found]
+
+
+def _same_arrays(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("text", "inputs"), [c for c in CASES if c[1]], ids=[t for t, i in CASES if i]
+)
+def test_jacobian_and_hessian_rows_replay_one_recorded_backward_to_the_last_bit(
+    text: str, inputs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """jacobian's rows and hessian's (issue 14, item 3): the first backward pass recorded,
+    the others replayed with their seeds, the bits of one autograd.grad per row."""
+    from gradcli import analysis
+    from gradcli.analysis import derivatives
+
+    jac = analysis.jacobian(text, inputs)
+    scalar = jac.value.ndim == 0
+    hess = analysis.hessian(text, inputs) if scalar else None
+    monkeypatch.setattr(derivatives, "_rows", _rows_by_grad)
+    want = analysis.jacobian(text, inputs)
+    assert _same_arrays(jac.value, want.value)
+    for name in want.jacobian:
+        assert _same_arrays(jac.jacobian[name], want.jacobian[name]), name
+    if hess is not None:
+        want_h = analysis.hessian(text, inputs)
+        assert _same_arrays(hess.hessian, want_h.hessian)
+
+
+def test_jacobian_rows_of_a_tall_output_walk_the_graph_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nine rows, one walk of the graph (recorded): the other eight are replays."""
+    from gradcli import analysis
+    from gradcli.autograd import backward
+    from gradcli.autograd.replay import Recorder
+
+    walks = []
+    record = Recorder.backward
+
+    def counted(self: Recorder, *args: Any) -> Any:
+        walks.append(1)
+        return record(self, *args)
+
+    def no_walk(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a row walked the graph")
+
+    monkeypatch.setattr(Recorder, "backward", counted)
+    monkeypatch.setattr(backward, "run", no_walk)
+    x = np.array([0.3, -1.2, 2.0])
+    got = analysis.jacobian("tanh(outer(x, x)) * 2", {"x": x})
+    assert len(walks) == 1
+    want = np.zeros((3, 3, 3))
+    t = np.tanh(np.outer(x, x))
+    for i in range(3):
+        for j in range(3):
+            want[i, j, i] += 2 * (1 - t[i, j] ** 2) * x[j]
+            want[i, j, j] += 2 * (1 - t[i, j] ** 2) * x[i]
+    np.testing.assert_allclose(got.jacobian["x"], want, rtol=1e-14, atol=0)

@@ -2,8 +2,9 @@
 
 Every function here starts from :func:`~gradcli.api.prepare` (parse once, check inputs) and
 uses the engine's reverse mode: a Jacobian is one backward pass per output element, a Hessian
-one backward pass *of the backward pass* (``create_graph=True``) per input element — never
-finite differences, which only :func:`gradcli.analysis.check` uses, as the independent oracle
+one backward pass *of the backward pass* (``create_graph=True``) per input element, the
+first of these passes recorded and the others replayed with their seeds (:func:`_rows`) —
+never finite differences, which only :func:`gradcli.analysis.check` uses, as the independent oracle
 (docs/api.md, "gradcli.analysis"; the commands in docs/commands.md, their JSON in
 docs/json.md, the pass limit in docs/cli.md, "Limits on work").
 
@@ -14,7 +15,7 @@ The pass limit (:data:`DEFAULT_MAX_PASSES`, ``--max-passes``), :func:`_jacobian_
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from .. import autograd as E
 from ..api import Setup, prepare
+from ..autograd.replay import Rows
 from ..errors import LimitError, ShapeError
 from ..io import json_array
 from ..language import DEFAULT_MAX_PROGRAM_CHARS
@@ -93,14 +95,26 @@ def _jacobian_of(
         n: np.zeros((out.numel(), leaves[n].numel()), dtype=out.dtype) for n in setup.wanted
     }
     if out.requires_grad:
-        for i in range(out.numel()):
-            onehot = np.zeros(out.numel(), dtype=out.dtype)
-            onehot[i] = 1.0
-            grads = E.grad(out, wanted, grad_outputs=onehot.reshape(out.shape), retain_graph=True)
+        for i, grads in enumerate(_rows(out, wanted, out.numel())):
             for name, g in zip(setup.wanted, grads, strict=True):
                 if g is not None:
-                    rows[name][i] = g.data.ravel()
+                    rows[name][i] = g.ravel()
     return out.data, {n: rows[n].reshape(out.shape + leaves[n].shape) for n in setup.wanted}
+
+
+def _rows(root: E.Tensor, leaves: list[E.Tensor], n: int) -> Iterator[list[Any]]:
+    """The gradients of ``leaves`` (arrays, None where backward does not reach one) from
+    one backward pass of ``root`` per seed e_0 … e_{n-1} (``root.numel() == n``): the first
+    pass recorded, the others replayed (autograd.replay.Rows), each with the bits of
+    ``autograd.grad(root, leaves, e_i, retain_graph=True)``."""
+    seed = np.zeros(n, dtype=root.dtype)
+    seed[0] = 1.0
+    rows = Rows(root, leaves, seed.reshape(root.shape))
+    yield rows.first
+    for i in range(1, n):
+        seed = np.zeros(n, dtype=root.dtype)
+        seed[i] = 1.0
+        yield rows(seed.reshape(root.shape))
 
 
 def jacobian(
@@ -194,12 +208,11 @@ def _hessian_of(
     for j, g in enumerate(flat):
         if g is None or not g.requires_grad:
             continue  # a constant first derivative: its row of the Hessian is zero
-        for k in range(sizes[j]):
-            second = E.grad(g[k], wanted, retain_graph=True)
+        for k, second in enumerate(_rows(g, wanted, sizes[j])):
             row = offsets[j] + k
             for i, s in enumerate(second):
                 if s is not None:
-                    h[row, offsets[i] : offsets[i + 1]] = s.data.ravel()
+                    h[row, offsets[i] : offsets[i + 1]] = s.ravel()
     return out.data, h
 
 

@@ -348,6 +348,29 @@ class recording:
         set_mode(mode)
 
 
+class Rows:
+    """Backward passes of one graph from one root with many seeds (a Jacobian's rows, a
+    Hessian's): the first pass, ``backward()`` with the first seed, is recorded with the
+    seed as the plan's one input and the graph's values as its constants; each later seed
+    replays the recorded rule calls, with no walk of the graph. The graph is not released,
+    and the rows have the bits ``autograd.grad(root, leaves, seed, retain_graph=True)``
+    gives, as ``backward()`` gives those bits (docs/engine.md, "Replay")."""
+
+    def __init__(self, root: Tensor, leaves: Sequence[Tensor], first: Any) -> None:
+        rec = Recorder([first])
+        rec.backward(root, first)
+        outputs = [rec.leaf_grads.get(id(t)) for t in leaves]
+        #: the gradients of ``leaves`` for the first seed (None: backward did not reach it)
+        self.first = [None if s is None else rec.values[s] for s in outputs]
+        # backward reads no value into Python (only forward ops can make a recording fail)
+        self.plan = rec.plan(outputs, 0)
+
+    def __call__(self, seed: Any) -> list[Any]:
+        """The gradients of the leaves for ``seed`` (an array of the first seed's shape and
+        dtype); None where backward does not reach a leaf."""
+        return self.plan.run([seed])
+
+
 def opaque(t: Any, what: str) -> None:
     """``t``'s value is about to be read into Python (see :meth:`Recorder.opaque`)."""
     recorder = STATE.recorder
@@ -355,4 +378,4 @@ def opaque(t: Any, what: str) -> None:
         recorder.opaque(t, what)
 
 
-__all__ = ["Plan", "Recorder", "RecordingFailed", "opaque", "recording"]
+__all__ = ["Plan", "Recorder", "RecordingFailed", "Rows", "opaque", "recording"]
