@@ -1,37 +1,41 @@
 """Presentation: a ``Result``, an error or warnings drawn with rich (docs/commands.md).
 
-This module knows nothing about parsing or the engine. Numbers are printed the way NumPy
-prints them (``np.array2string``), summarised with ``...`` past NumPy's threshold unless
-``full`` is asked for, and never cut short to fit the terminal: a wide value is re-wrapped
-by NumPy at the width its table cell gets, between elements, never inside a number. When a
-terminal is too narrow even for that, ``print_result`` switches to a stacked layout (one
-field per line), and narrower still, a plain list. All user text (names, expressions,
-messages) is shown literally and safely: it is always passed to rich through :func:`_text`,
-as ``Text`` (never markup) with control characters escaped (``errors.escape_controls``);
-the consoles :func:`make_console` makes escape them in plain strings too.
+This module knows nothing about parsing or the engine. It makes what each command shows;
+:mod:`gradcli.layout` fits it to the terminal: arrays formatted as NumPy prints them, and
+never cut short. When a terminal is too narrow for the result table, ``print_result``
+switches to a stacked layout (one field per line), and narrower still, a plain list. All
+user text (names, expressions, messages) is shown literally and safely: it is always passed
+to rich through :func:`_text`, as ``Text`` (never markup) with control characters escaped
+(``errors.escape_controls``); the consoles :func:`make_console` makes escape them in plain
+strings too.
 """
 
 from __future__ import annotations
 
-import re
-import sys
 from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 from rich import box
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.measure import Measurement
-from rich.segment import Segment
+from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
 from .api import Result
 from .errors import GradcliError, escape_controls
+from .layout import (
+    _BARE_POINT,
+    NO_GRAD,
+    ArrayCell,
+    _as_list,
+    _captioned,
+    _fits,
+    _print_table,
+    _show,
+    format_array,
+)
 
 __all__ = [
-    "NO_GRAD",
-    "format_array",
     "make_console",
     "print_error",
     "print_functions",
@@ -40,54 +44,8 @@ __all__ = [
     "result_table",
 ]
 
-#: shown in place of a gradient that does not exist
-NO_GRAD = "—"
 #: shown in place of the gradient of an input that does not require grad
 CONSTANT = "— (constant)"
-
-# NumPy's own defaults, passed explicitly so global print options set elsewhere do not leak in
-_NP_THRESHOLD = 1000
-_NP_EDGEITEMS = 3
-_NP_LINEWIDTH = 75
-# the widest a cell asks to be: wider lines than this are wrapped by NumPy anyway
-# (formatting very long lines takes NumPy time quadratic in their length)
-_WIDEST = 1000
-
-_BARE_POINT = re.compile(r"(?<=\d)\.(?=$|e)")
-
-
-def format_array(
-    a: np.ndarray | None,
-    *,
-    precision: int = 4,
-    full: bool = False,
-    linewidth: int | None = None,
-) -> str:
-    """Format an array as NumPy prints it; ``None`` (no gradient) becomes ``"—"``.
-
-    ``precision`` digits after the point at most (``floatmode="maxprec"``), no suppression
-    of small numbers, a ``...`` summary past NumPy's threshold of 1000 elements unless
-    ``full``. ``linewidth`` is NumPy's ``max_line_width`` (default 75); NumPy wraps between
-    elements, never inside one. A 0-d array is a bare number, written with a digit after the
-    point (``20.0``, ``1.0e+20``) where NumPy would write ``20.``.
-    """
-    if a is None:
-        return NO_GRAD
-    arr = np.asarray(a)
-    text = np.array2string(
-        arr,
-        max_line_width=_NP_LINEWIDTH if linewidth is None else max(1, linewidth),
-        precision=precision,
-        suppress_small=False,
-        separator=" ",
-        threshold=sys.maxsize if full else _NP_THRESHOLD,
-        edgeitems=_NP_EDGEITEMS,
-        floatmode="maxprec",
-        legacy=False,
-    )
-    if arr.ndim == 0 and arr.dtype.kind == "f":
-        text = _BARE_POINT.sub(".0", text)
-    return text
 
 
 def _text(text: str, style: str = "") -> Text:
@@ -104,75 +62,6 @@ def _shape(a: np.ndarray) -> str:
 def _num(x: float, precision: int = 4) -> str:
     """A scalar for a caption: ``precision + 2`` significant digits, ``inf``/``nan`` as such."""
     return f"{float(x):.{max(precision + 2, 1)}g}"
-
-
-class ArrayCell:
-    """A table cell holding an array, formatted by NumPy at the width the cell is given.
-
-    Its minimum width is that of NumPy's one-element-a-line layout (the widest element with
-    its brackets), its maximum the unwrapped layout, so rich never has to split a number.
-    """
-
-    def __init__(self, array: np.ndarray, *, precision: int = 4, full: bool = False) -> None:
-        self.array = np.asarray(array)
-        self.precision = precision
-        self.full = full
-        self._cache: dict[int, str] = {}
-
-    def text(self, linewidth: int) -> str:
-        """The array formatted for lines of at most ``linewidth`` characters."""
-        if linewidth not in self._cache:
-            self._cache[linewidth] = format_array(
-                self.array, precision=self.precision, full=self.full, linewidth=linewidth
-            )
-        return self._cache[linewidth]
-
-    def _widths(self) -> tuple[int, int]:
-        """(narrowest, widest) line widths NumPy lays the array out in (widest capped)."""
-        wide = self.text(_WIDEST)
-        widest = max(len(line) for line in wide.splitlines())
-        return min(_narrowest(self.array, wide), widest), widest
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return Measurement(*self._widths())
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        width = max(1, options.max_width)
-        text = self.text(width)
-        lines = text.splitlines()
-        if all(len(line) <= width for line in lines):
-            # NumPy already wrapped it: emit the lines as they are (fast for --full)
-            for line in lines:
-                yield Segment(line)
-                yield Segment.line()
-        else:  # narrower than one element: fold rather than crop, so nothing is lost
-            yield Text(text, overflow="fold")
-
-
-def _narrowest(arr: np.ndarray, text: str) -> int:
-    """The widest line of NumPy's one-element-a-line layout, from any layout of the array.
-
-    (Formatting at width 1 directly takes time quadratic in the number of elements.)
-    NumPy pads every element to one width ``w``: the widest integer part, the point and the
-    widest fraction (with exponent) for floats, the longest word otherwise. A narrow line
-    holds one element and at most ``ndim`` brackets or indent spaces on either side.
-    """
-    lines = text.splitlines()
-    if arr.ndim == 0 or arr.size == 0:
-        return max(len(line) for line in lines)
-    ints = fracs = plain = 0
-    for line in lines:
-        for word in line.split():
-            word = word.strip("[]")
-            if word == "...":
-                continue
-            whole, point, frac = word.partition(".")
-            if point:
-                ints, fracs = max(ints, len(whole)), max(fracs, len(frac))
-            else:
-                plain = max(plain, len(word))
-    w = max(ints + 1 + fracs if ints else 0, plain, 5 if arr.dtype.kind == "b" else 0)
-    return 2 * arr.ndim + max(w, 3)
 
 
 def _cell(
@@ -285,93 +174,6 @@ def _stacked_table(result: Result, *, precision: int = 4, full: bool = False) ->
             last = j == len(fields) - 1 and i < len(entries) - 1
             table.add_row(Text(label), content, end_section=last)
     return table
-
-
-def _as_list(table: Table) -> Group:
-    """``table`` drawn as a plain list, for a terminal too narrow for its columns: the
-    title, then each row's cells, one a line after its column's header, and the caption.
-    An array gets the terminal's full width (under its header), so NumPy wraps it between
-    elements and folds inside a number only when one element is wider than the terminal:
-    every number is shown. Empty cells are left out."""
-
-    def text(content: Any, style: str = "") -> Text:
-        out = content.copy() if isinstance(content, Text) else Text(str(content))
-        out.overflow = "fold"
-        if style:
-            out.stylize(style)
-        return out
-
-    parts: list[RenderableType] = []
-    if table.title:
-        parts.append(text(table.title, "bold"))
-    columns = [(text(column.header, "dim"), list(column.cells)) for column in table.columns]
-    for r in range(table.row_count):
-        parts.append(Text(""))
-        for header, cells in columns:
-            cell = text(cells[r]) if isinstance(cells[r], str) else cells[r]
-            if isinstance(cell, Text):
-                if cell.plain:
-                    label = Text.assemble(header, " ") if header.plain else Text()
-                    parts.append(text(Text.assemble(label, cell)))
-            else:  # an array: under its header, at full width
-                parts += [header, cell] if header.plain else [cell]
-    if table.caption:
-        parts += [Text(""), text(table.caption)]
-    return Group(*parts)
-
-
-class _Trimmed:
-    """``renderable`` with the spaces that end its lines removed: rich pads a centred title,
-    a caption and a table without side borders out to the table's width, and a line that
-    ends in spaces is noise in a file or a pipe (docs/commands.md, "Tables")."""
-
-    def __init__(self, renderable: RenderableType) -> None:
-        self.renderable = renderable
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        return Measurement.get(console, options, self.renderable)
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        for line in Segment.split_lines(console.render(self.renderable, options)):
-            while line and not line[-1].control and not line[-1].text.rstrip(" "):
-                line.pop()
-            if line and not line[-1].control:
-                text, style, _ = line[-1]
-                line[-1] = Segment(text.rstrip(" "), style)
-            yield from line
-            yield Segment.line()
-
-
-def _show(console: Console, renderable: RenderableType, **options: Any) -> None:
-    """Print ``renderable`` without trailing spaces on its lines (:class:`_Trimmed`)."""
-    console.print(_Trimmed(renderable), **options)
-
-
-def _captioned(table: Table) -> RenderableType:
-    """``table`` with its caption as lines of their own under it, left-aligned and wrapped
-    at the console's width: rich wraps a caption at the table's width, so a caption longer
-    than a narrow table would fold onto lines that a wide terminal has room for."""
-    caption = table.caption
-    if not caption:
-        return table
-    table.caption = None
-    return Group(table, caption if isinstance(caption, Text) else Text(str(caption)))
-
-
-def _fits(console: Console, table: Table) -> bool:
-    """Whether ``table`` can be drawn within the console's width without cutting a cell's
-    longest word (a number) short."""
-    return _min_width(console, table) <= console.width
-
-
-def _print_table(console: Console, table: Table) -> None:
-    """Print ``table``, or, on a terminal too narrow for it, the same content as a list."""
-    _show(console, _captioned(table) if _fits(console, table) else _as_list(table))
-
-
-def _min_width(console: Console, table: Table) -> int:
-    """The narrowest the table can be drawn without splitting any cell's longest word."""
-    return Measurement.get(console, console.options.update_width(10**6), table).minimum
 
 
 def print_result(

@@ -11,9 +11,8 @@ from rich.console import Console
 
 from gradcli.api import Result
 from gradcli.errors import ParseError, ShapeError
+from gradcli.layout import _narrowest, format_array
 from gradcli.present import (
-    _narrowest,
-    format_array,
     make_console,
     print_error,
     print_result,

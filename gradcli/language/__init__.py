@@ -2,22 +2,20 @@
 
 ``grammar`` holds the grammar, the parser and ``parse``; ``lexer`` the lexer that feeds it;
 ``functions`` the registry of the language's functions; ``evaluate`` the evaluator,
-``Program`` and ``compile_program``. The names other modules use are importable from here.
+``Program`` and ``compile_program``; ``calls`` the values a call takes and the call. The names
+other modules use are importable from here.
 """
 
 from __future__ import annotations
 
+from .calls import Keyword, Seq, np_linalg_error, to_tensor
 from .evaluate import (
     CACHED_PROGRAM_CHARS,
     CONSTANTS,
     KEYWORD_VALUES,
     Evaluation,
-    Keyword,
     Program,
-    Seq,
     compile_program,
-    np_linalg_error,
-    to_tensor,
 )
 from .functions import (
     AXIS,
