@@ -2,8 +2,11 @@
 
 Nothing is kept per line (memory stays flat over millions of lines) except, with
 ``accumulate``, one running gradient per input name. Repeated expression texts are parsed
-once (``language.compile_program`` caches them). A line over the size limit is skipped
-without being held in memory.
+once (``language.compile_program`` caches them), repeated programs with inputs of the same
+shapes are planned and replayed (:class:`gradcli.compiled.Plans`), and from the third
+time a plain request is answered by :class:`_Lane` with the same text, sooner
+(docs/commands.md, "batch"). A line over the size limit is skipped without being held in
+memory.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
-from .api import as_gradcli_error, evaluate, request_id, request_kwargs
-from .compiled import Plans
+from .api import Result, as_gradcli_error, evaluate, request_id, request_kwargs
+from .autograd.backend import NUMPY
+from .compiled import Plans, _Recorded
 from .errors import InputError, LimitError, ShapeError
-from .io import dumps, json_array, parse_json_text
+from .io import dumps, json_array, numbers_text, parse_json_text, value_from_json
 from .language import DEFAULT_MAX_PROGRAM_CHARS
 
 
@@ -51,48 +55,20 @@ def run_batch(
 ) -> int:
     """Answer every request of ``stream`` through ``write``; returns the number that failed."""
     totals: dict[str, Any] = {}
-    ok = failed = 0
     # a stream's requests are mostly a few programs: each is planned once per input shapes
     # (when it comes a second time) and replayed after (gradcli.compiled), with the numbers
     # of a fresh evaluation; a program seen once costs no recording
     plans = Plans(first=False)
+    lane = _Lane(plans, max_elements)
     progress = _progress(progress_total)
     try:
-        for number, raw, size in read_lines(stream, max_line_bytes):
-            if progress is not None:
-                progress[0].advance(progress[1], size)
-            if raw is not None and not raw.strip():
-                continue  # blank lines are allowed between requests
-            request: Any = None
-            try:
-                if raw is None:
-                    raise LimitError(
-                        f"line {number} is longer than {max_line_bytes:,} bytes "
-                        "(raise it with --max-line-bytes)"
-                    )
-                text = _decode(raw, number).rstrip("\r\n")  # positions are within the line
-                request = parse_json_text(text, what=f"line {number}")
-                result = evaluate(
-                    **request_kwargs(request),
-                    max_elements=max_elements,
-                    max_program_chars=max_program_chars,
-                    plans=plans,
-                )
-                if accumulate:
-                    _accumulate(totals, result.grads)
-                response = dumps(result.to_json())
-                ok += 1
-            except Exception as exc:  # one bad line never stops the stream
-                if debug:
-                    raise
-                err = as_gradcli_error(exc)
-                response = dumps(
-                    {"id": request_id(request), "error": err.to_json(), "input_line": number}
-                )
-                failed += 1
-            # outside the try: output that cannot be written stops the stream (it is not the
-            # line's fault, and no later answer could be written either)
-            write(response)
+        # NumPy's floating-point errors, once for the stream: a response has no warnings,
+        # and what the lane replays must not print NumPy's (the general way counts its own)
+        with NUMPY.quiet():
+            ok, failed = _answer_all(
+                stream, write, lane, totals if accumulate else None, max_line_bytes,
+                max_elements, max_program_chars, progress, debug,
+            )  # fmt: skip
     finally:
         if progress is not None:
             progress[0].stop()
@@ -100,6 +76,207 @@ def run_batch(
         summary = {name: json_array(g) for name, g in totals.items()}
         write(dumps({"accumulated": summary, "requests": ok, "failed": failed}))
     return failed
+
+
+def _answer_all(
+    stream: IO[bytes],
+    write: Callable[[str], None],
+    lane: _Lane,
+    totals: dict[str, Any] | None,
+    max_line_bytes: int,
+    max_elements: int,
+    max_program_chars: int,
+    progress: tuple[Any, Any] | None,
+    debug: bool,
+) -> tuple[int, int]:
+    """Answer each line through ``write`` (the lane first, else the general way); add the
+    gradients into ``totals`` when given. Returns how many were answered and how many
+    failed."""
+    ok = failed = 0
+    for number, raw, size in read_lines(stream, max_line_bytes):
+        if progress is not None:
+            progress[0].advance(progress[1], size)
+        if raw is not None and not raw.strip():
+            continue  # blank lines are allowed between requests
+        request: Any = None
+        try:
+            if raw is None:
+                raise LimitError(
+                    f"line {number} is longer than {max_line_bytes:,} bytes "
+                    "(raise it with --max-line-bytes)"
+                )
+            text = _decode(raw, number).rstrip("\r\n")  # positions are within the line
+            request = parse_json_text(text, what=f"line {number}")
+            answered = lane.answer(request)
+            if answered is None:
+                result = evaluate(
+                    **request_kwargs(request),
+                    max_elements=max_elements,
+                    max_program_chars=max_program_chars,
+                    plans=lane.plans,
+                )
+                lane.learn(request, result)
+                response, grads = dumps(result.to_json()), result.grads
+            else:
+                response, grads = answered
+            if totals is not None:
+                _accumulate(totals, grads)
+            ok += 1
+        except Exception as exc:  # one bad line never stops the stream
+            if debug:
+                raise
+            err = as_gradcli_error(exc)
+            response = dumps(
+                {"id": request_id(request), "error": err.to_json(), "input_line": number}
+            )
+            failed += 1
+        # outside the try: output that cannot be written stops the stream (it is not the
+        # line's fault, and no later answer could be written either)
+        write(response)
+    return ok, failed
+
+
+#: the fields of a request the lane answers; a request with any other goes the general way
+_LANE_FIELDS = frozenset(("id", "expr", "inputs"))
+#: programs (with their input names) the lane keeps, and shapes per program
+_LANE_PROGRAMS, _LANE_SHAPES = 256, 16
+#: the lane's entry for shapes whose plan it cannot answer from (bindings, a constant output)
+_NOT_HERE = object()
+
+
+class _Lane:
+    """The fast way through a stream's repeated requests (docs/commands.md, "batch").
+
+    A request of only ``expr``, ``inputs`` and ``id``, whose program and input names the
+    general way has answered before, with input shapes it has a plan for, is answered by
+    replaying that plan on the inputs' arrays and writing the response straight from the
+    arrays into text (:class:`_Answer`): no checks made again that the first answer made,
+    no ``computation()`` per line, no result object, no dict of lists. The text is the
+    general way's, ``dumps(evaluate(...).to_json())``, byte for byte, with the same
+    gradients for ``--accumulate`` (the tests compare the two on every kind of request).
+    Any other request, and any failure, is left to the general way (``answer`` is None),
+    which answers or reports it as it always does."""
+
+    def __init__(self, plans: Plans, max_elements: int) -> None:
+        self.plans = plans
+        self.max_elements = max_elements
+        #: (program, input names) -> {input shapes: _Answer or _NOT_HERE}
+        self.known: dict[tuple[str, tuple[str, ...]], dict[Any, Any]] = {}
+
+    def learn(self, request: Any, result: Result) -> None:
+        """The general way answered ``request``: the lane may answer the next like it."""
+        names = tuple(result.inputs)
+        if (
+            request.keys() <= _LANE_FIELDS
+            and names == tuple(request["inputs"])  # the names were normalised as given
+            and len(self.known) < _LANE_PROGRAMS
+        ):
+            self.known.setdefault((result.expr, names), {})
+
+    def answer(self, request: Any) -> tuple[str, dict[str, Any]] | None:
+        """The response and the gradients, or None: the general way answers."""
+        if type(request) is not dict or not request.keys() <= _LANE_FIELDS:
+            return None
+        expr, inputs = request.get("expr"), request.get("inputs")
+        if type(expr) is not str or type(inputs) is not dict:
+            return None
+        names = tuple(inputs)
+        by_shapes = self.known.get((expr, names))
+        if by_shapes is None:
+            return None
+        try:
+            values = {
+                n: value_from_json(v, name=n, max_elements=self.max_elements)
+                for n, v in inputs.items()
+            }
+        except Exception:  # the general way says what is wrong
+            return None
+        shapes = tuple(v.shape for v in values.values())
+        answer = by_shapes.get(shapes)
+        if answer is None:
+            key = Plans.key(expr, names, "float64", 0, self.max_elements, True, values)
+            recorded = self.plans.recorded(key)
+            if recorded is None:
+                return None  # not recorded yet: the general way records it
+            if len(by_shapes) >= _LANE_SHAPES:
+                by_shapes.clear()
+            answer = by_shapes[shapes] = _Answer.make(recorded, expr, values)
+        if answer is _NOT_HERE:
+            return None
+        try:
+            return answer.write(request.get("id"), values)
+        except Exception:  # a matrix singular for these values ...: reported the general way
+            return None
+
+
+class _Answer:
+    """A response of one plan written from its arrays: the parts that do not change from
+    one request to the next made once (with :func:`dumps`, as the general way writes them),
+    the numbers of each request encoded as the general way encodes them."""
+
+    __slots__ = ("head", "names", "recorded", "tail", "values")
+
+    def __init__(self, recorded: _Recorded, head: str, names: list[str], values: list[str]):
+        self.recorded = recorded
+        self.head = head  # from "expr" to the output's value
+        self.names = names
+        self.values = values  # per input: from its name to its value
+        self.tail = '},"intermediates":{},"clip":null}'
+
+    @classmethod
+    def make(cls, recorded: _Recorded, expr: str, values: dict[str, Any]) -> Any:
+        """The writer of ``recorded``'s responses, or _NOT_HERE when the general way must
+        write them: bindings, an output the plan does not make, gradients not asked of
+        every input, text that :func:`dumps` would write in ASCII only."""
+        if (
+            recorded.bindings
+            or not recorded.derived_value
+            or recorded.wanted != list(values)
+            or not _plain_text(expr, *values)
+        ):
+            return _NOT_HERE
+        out = recorded.out_shape
+        head = f',"expr":{dumps(expr)},"output":{{"shape":{dumps(list(out))},"value":'
+        parts = [f'{dumps(n)}:{{"shape":{dumps(list(v.shape))},"value":' for n, v in values.items()]
+        return cls(recorded, head, list(values), parts)
+
+    def write(self, id: Any, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        recorded = self.recorded
+        arrays = list(values.values())
+        outs = recorded.plan.run(arrays)
+        encode = numbers_text
+        reduction = "null" if recorded.reduction is None else dumps(recorded.reduction)
+        if type(id) is int or id is None:
+            id_text = "null" if id is None else repr(id)
+        else:
+            id_text = dumps(id)
+            if not _plain_text(id_text):
+                raise ValueError("written in ASCII by the general way")
+        parts = ['{"id":', id_text, self.head, encode(outs[0]),
+                 '},"reduction":', reduction, ',"inputs":{']  # fmt: skip
+        grads: dict[str, Any] = {}
+        for k, name in enumerate(self.names):
+            v, g = arrays[k], outs[1 + k]
+            if g is None:
+                g = NUMPY.zeros_like(v)
+            grads[name] = g
+            parts += [
+                "," if k else "", self.values[k], encode(v),
+                ',"requires_grad":true,"grad":', encode(g), "}",
+            ]  # fmt: skip
+        parts.append(self.tail)
+        return "".join(parts), grads
+
+
+def _plain_text(*texts: str) -> bool:
+    """Whether :func:`dumps` writes these as they are (no lone surrogate: it would write
+    the whole response in ASCII)."""
+    try:
+        for t in texts:
+            t.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _decode(raw: bytes, number: int) -> str:

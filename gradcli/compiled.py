@@ -149,10 +149,9 @@ class Plans:
         added: a recording's and a failed replay's are taken back). ``zeros``: see
         :meth:`_Recorded.run`."""
         before = dict(errors.counts)
-        key = (
+        key = self.key(
             setup.program.text, tuple(setup.wanted), setup.dtype, seed, max_elements,
-            grad_output is None,
-            tuple((n, v.shape, v.dtype.str) for n, v in setup.values.items()),
+            grad_output is None, setup.values,
         )  # fmt: skip
         with self._lock:
             entry = self._entries.get(key)
@@ -176,6 +175,27 @@ class Plans:
         except Exception:  # a singular matrix for these values, a bad grad_output ...
             _restore(errors, before)  # counted by the failed replay: the fresh one counts
             return None  # ... is answered as a fresh evaluation answers it
+
+    @staticmethod
+    def key(
+        text: str,
+        wanted: tuple[str, ...],
+        dtype: str,
+        seed: int,
+        max_elements: int,
+        no_grad_output: bool,
+        values: Mapping[str, np.ndarray],
+    ) -> tuple[Any, ...]:
+        """What a plan is kept by: the program, the request's options, the inputs' names,
+        shapes and dtypes."""
+        shapes = tuple((n, v.shape, v.dtype.str) for n, v in values.items())
+        return (text, wanted, dtype, seed, max_elements, no_grad_output, shapes)
+
+    def recorded(self, key: tuple[Any, ...]) -> _Recorded | None:
+        """The plan kept by ``key``, if one was recorded."""
+        with self._lock:
+            entry = self._entries.get(key)
+        return entry if isinstance(entry, _Recorded) else None
 
     def _store(self, key: Any, entry: Any) -> None:
         with self._lock:

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from .backend import NUMPY
-from .node import FACTOR, identity
+from .node import ANS, FACTOR, identity
 from .state import RECORD, STATE, set_mode
 from .tensor import Tensor, edge
 
@@ -188,12 +188,15 @@ class Recorder:
                     kept = node.retained()
                     if kept is not None:
                         self.kept_grads[id(kept)] = self._slot(gnode)
-                form, local_rule, nary, vjps, broadcasts, nsaved, _, _ = prim.plan
+                form, local_rule, nary, vjps, broadcasts, nsaved, _, direct = prim.plan
                 saved, ans, ctx = node.saved, node.ans, node.ctx
                 if form:
                     to = node.next[0]
-                    args = (xp, ans, ctx, saved[0]) if nsaved else (xp, ans, ctx)
-                    local = call(local_rule, args)
+                    if direct is not None:  # a saved value, read as _run_plain reads it
+                        local = ans if direct == ANS else saved[direct]
+                    else:
+                        args = (xp, ans, ctx, saved[0]) if nsaved else (xp, ans, ctx)
+                        local = call(local_rule, args)
                     if own and gnode.size >= INPLACE_MIN and fits_into(local, gnode):
                         into = NUMPY.multiply_into if form == FACTOR else NUMPY.divide_into
                         gnode = call(into, (gnode, local))
@@ -221,6 +224,8 @@ class Recorder:
                             pg = gnode
                         elif rule is None:
                             continue
+                        elif direct is not None:  # g times a saved input, as _run_plain
+                            pg = call(operator.mul, (gnode, saved[direct[i]]))
                         else:
                             pg = call(rule, (xp, gnode, ans, ctx, *saved))
                             if pg is None:

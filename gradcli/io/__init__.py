@@ -33,7 +33,7 @@ from .bounded import (
     read_file_text,
 )
 from .files import SUPPORTED_EXTENSIONS, load_file_value, parse_cli_value, value_from_bytes
-from .jsonio import dumps, json_array, parse_json_text, quote_short
+from .jsonio import dumps, json_array, numbers_text, parse_json_text, quote_short
 from .npfiles import load_npz_inputs, read_npy, read_npz_arrays
 from .save import (
     SAVE_EXTENSIONS,
@@ -59,6 +59,7 @@ __all__ = [
     "load_file_value",
     "load_npz_inputs",
     "max_file_bytes",
+    "numbers_text",
     "parse_cli_value",
     "parse_json_text",
     "quote_short",

@@ -97,6 +97,22 @@ def _encoder(ascii_only: bool) -> json.JSONEncoder:
 #: by ensure_ascii (see _DECODER)
 _ENCODERS = {False: _encoder(False), True: _encoder(True)}
 
+_float_repr = float.__repr__  # how json writes a finite float
+
+
+def numbers_text(a: np.ndarray) -> str:
+    """The numbers of ``a`` as :func:`dumps` writes them inside a response, for a writer
+    that puts a response together from parts (``batch``'s lane): a number or a flat list
+    of finite numbers written here as json's encoder writes them, anything else by it."""
+    if type(a) is np.ndarray and a.dtype.kind == "f" and a.ndim <= 1 and a.size <= 32:
+        out = a.tolist()  # Python floats
+        if a.ndim == 0:
+            if math.isfinite(out):
+                return _float_repr(out)
+        elif all(map(math.isfinite, out)):
+            return "[" + ",".join(map(_float_repr, out)) + "]"
+    return _ENCODERS[False].encode(json_array(a))
+
 
 def dumps(obj: Any) -> str:
     """Compact strict JSON on one line; stray nan/inf floats become ``"nan"``/``"inf"``/``"-inf"``.
