@@ -124,11 +124,14 @@ class Plans:
 
     ``first``: record a plan on the first evaluation of a key (a program that will surely
     be evaluated again: :func:`compile`, ``optimize``); else on the second, so that a stream
-    of programs each seen once (``batch`` of generated programs) pays for no recording."""
+    of programs each seen once (``batch`` of generated programs) pays for no recording.
+    ``pool``: a plan keeps the large arrays a replay lets go for the next replay (see
+    ``autograd.replay.Plan``): for programs on large arrays evaluated many times."""
 
-    def __init__(self, size: int = 64, *, first: bool = True) -> None:
+    def __init__(self, size: int = 64, *, first: bool = True, pool: bool = False) -> None:
         self.size = size
         self.first = first
+        self.pool = pool
         self._entries: OrderedDict[Any, Any] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -163,7 +166,7 @@ class Plans:
             self._store(key, _SEEN)  # seen once: evaluated afresh, recorded if seen again
             return None
         if entry is None or entry is _SEEN:
-            entry = _record(setup, grad_output, seed, max_elements)
+            entry = _record(setup, grad_output, seed, max_elements, self.pool)
             _restore(errors, before)  # the recording's own: the replay below counts them
             if entry is None:
                 return None  # an error for these values: a fresh evaluation reports it
@@ -210,7 +213,7 @@ def _restore(errors: Any, counts: dict[str, int]) -> None:
     errors.counts.update(counts)
 
 
-def _record(setup: Setup, grad_output: Any, seed: int, max_elements: int) -> Any:
+def _record(setup: Setup, grad_output: Any, seed: int, max_elements: int, pool: bool) -> Any:
     """Evaluate once with the engine's calls recorded: a :class:`_Recorded`, or
     ``_UNPLANNED`` when the evaluation cannot be planned, or None when it raised."""
     try:
@@ -242,7 +245,7 @@ def _record(setup: Setup, grad_output: Any, seed: int, max_elements: int) -> Any
             bindings.append((name, "grad"))
             grads = rec.leaf_grads if t.is_leaf else rec.kept_grads
             outputs.append(grads.get(id(t)))
-    plan = rec.plan(outputs, n_forward)
+    plan = rec.plan(outputs, n_forward, pool)
     return _Recorded(
         plan, names, wanted, bindings, reduction, ev.literal_overflow, out.shape,
         rec.depends(out.data),
@@ -276,7 +279,7 @@ class Compiled:
         self.seed = seed
         self.max_elements = max_elements
         self.max_program_chars = max_program_chars
-        self.plans = Plans(plans)
+        self.plans = Plans(plans, pool=True)
 
     def __repr__(self) -> str:
         return f"<compiled {self.expr!r}, {len(self.plans)} plan(s)>"

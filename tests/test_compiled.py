@@ -461,3 +461,60 @@ def test_jacobian_rows_of_a_tall_output_walk_the_graph_once(
             want[i, j, i] += 2 * (1 - t[i, j] ** 2) * x[j]
             want[i, j, j] += 2 * (1 - t[i, j] ** 2) * x[i]
     np.testing.assert_allclose(got.jacobian["x"], want, rtol=1e-14, atol=0)
+
+
+BIG = 1 << 15  # above replay.POOL_MIN: the plan keeps its large arrays between replays
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sum(a*b+b)",
+        "sum(tanh(a) * exp(-b**2))",
+        "h = a * b; sum(h * h)",  # a binding: h is an output, never pooled
+        "reshape(a * b + 1, 2, -1)",  # the output is a view of a pooled step's array
+        "a * b - b / 3",  # the output itself made by a pooled step
+    ],
+)
+def test_a_pooled_plan_gives_fresh_bits_and_never_writes_into_what_it_handed_out(
+    text: str,
+) -> None:
+    from gradcli.compiled import _Recorded
+
+    rng = np.random.default_rng(5)
+    f = gradcli.compile(text)
+    results, wants = [], []
+    for _ in range(4):
+        inputs = {"a": rng.normal(size=BIG), "b": rng.normal(size=BIG)}
+        results.append(f(inputs))
+        wants.append(gradcli.evaluate(text, inputs))
+    for k, (got, want) in enumerate(zip(results, wants, strict=True)):
+        assert_same_bits(got, want, f"call {k}, checked after the last call")
+    (entry,) = f.plans._entries.values()
+    assert isinstance(entry, _Recorded) and entry.plan.pooled
+
+
+def test_a_pooled_plan_from_threads_gives_single_threaded_bits() -> None:
+    text = "sum(tanh(a * b) * b)"
+    rng = np.random.default_rng(6)
+    inputs = [{"a": rng.normal(size=BIG), "b": rng.normal(size=BIG)} for _ in range(6)]
+    wants = [gradcli.evaluate(text, i) for i in inputs]
+    f = gradcli.compile(text)
+    barrier = threading.Barrier(3)
+    failures: list[str] = []
+
+    def work(t: int) -> None:
+        barrier.wait(timeout=60)
+        for rep in range(5):
+            for k, i in enumerate(inputs):
+                try:
+                    assert_same_bits(f(i), wants[k], f"thread {t}, input {k}, pass {rep}")
+                except AssertionError as e:
+                    failures.append(str(e))
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failures, failures[:3]

@@ -282,9 +282,18 @@ class NumpyBackend:
 
     @staticmethod
     def all_finite(x: Any) -> bool:
-        if type(x) is np.ndarray and x.ndim <= 1 and x.size <= 32 and x.dtype.kind == "f":
-            # a small vector: its floats checked in Python, a fifth of two NumPy calls
-            return all(map(_isfinite, x.tolist())) if x.ndim else _isfinite(float(x))
+        if type(x) is np.ndarray and x.dtype.kind == "f":
+            if x.ndim <= 1 and x.size <= 32:
+                # a small vector: its floats checked in Python, a fifth of two NumPy calls
+                return all(map(_isfinite, x.tolist())) if x.ndim else _isfinite(float(x))
+            if x.size >= 1 << 12:
+                # A sum is finite only if every term is (a nan or an inf stays one, or
+                # makes nan): one pass and no array made, against isfinite's mask and its
+                # second pass. A sum that overflows from finite terms is checked element
+                # by element; the overflow is not the caller's to count.
+                with _Quiet() if _QUIET is not None else np.errstate(all="ignore"):
+                    if _isfinite(float(_ADD_REDUCE(x, axis=None))):
+                        return True
         return bool(np.isfinite(x).all())
 
     @staticmethod

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import heapq
 import operator
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,7 +42,14 @@ class RecordingFailed(Exception):
 def _same_bits(a: Any, b: Any) -> bool:
     """Whether ``a`` and ``b`` are the same array to the last bit (nan included)."""
     a, b = np.asarray(a), np.asarray(b)
-    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    size = a.dtype.itemsize
+    if a.size < POOL_MIN or size not in (1, 2, 4, 8):
+        return a.tobytes() == b.tobytes()
+    # large: compared as unsigned integers of the same width, with no copy to bytes
+    bits = np.dtype(f"u{size}")
+    return bool(np.array_equal(a.view(bits), b.view(bits)))
 
 
 def _as_array(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -278,18 +287,67 @@ class Recorder:
         """The slot of a value met while recording (a new constant if it was not)."""
         return self._slot(value)
 
-    def plan(self, outputs: Sequence[int | None], n_forward: int) -> Plan:
+    def plan(self, outputs: Sequence[int | None], n_forward: int, pool: bool = False) -> Plan:
         """The plan that gives the values of the slots ``outputs`` (None: no value) from
-        new inputs; its first ``n_forward`` steps are the forward pass."""
-        return Plan(self, list(outputs), n_forward)
+        new inputs; its first ``n_forward`` steps are the forward pass. ``pool``: see
+        :class:`Plan`."""
+        return Plan(self, list(outputs), n_forward, pool)
+
+
+#: a step's function that is an elementwise NumPy function of one output: the ufunc, which
+#: takes ``out=`` (the operators are what the families and rules call)
+_UFUNC_OF = {
+    operator.mul: np.multiply, operator.add: np.add, operator.sub: np.subtract,
+    operator.truediv: np.divide, operator.neg: np.negative,
+}  # fmt: skip
+#: arrays of at least this many elements are kept between replays (see Plan)
+POOL_MIN = 1 << 14
+
+
+def _ufunc(fn: Any) -> Any:
+    u = _UFUNC_OF.get(fn) if not isinstance(fn, np.ufunc) else fn
+    return u if u is not None and u.nout == 1 else None
+
+
+class _Pooled:
+    """A step of an elementwise ufunc whose output is a large array: written into a
+    buffer of the plan's pool of that shape and dtype when there is one (no allocation,
+    no page faults), else into a new array. The ufunc writes every element: the bits are
+    those of the plain call."""
+
+    __slots__ = ("key", "ufunc")
+
+    def __init__(self, ufunc: Any, key: tuple[Any, ...]) -> None:
+        self.ufunc = ufunc
+        self.key = key
+
+    def __call__(self, pool: dict[Any, list[Any]], *args: Any) -> Any:
+        free = pool.get(self.key)
+        if free:
+            return self.ufunc(*args, out=free.pop())
+        return self.ufunc(*args)
 
 
 class Plan:
-    """Steps to replay on new inputs (arrays of the recorded shapes and dtypes)."""
+    """Steps to replay on new inputs (arrays of the recorded shapes and dtypes).
 
-    __slots__ = ("backward_steps", "forward_steps", "made", "n_inputs", "outputs", "template")
+    With ``pool``, the large arrays a replay makes are kept for the next replay, by shape
+    and dtype, and its elementwise steps write into them: a program on large arrays
+    replayed many times (``gradcli.compile``, ``optimize``) allocates them once, as
+    torch's caching allocator does, instead of paying the operating system's page faults
+    for fresh memory on every call. An array goes to the pool only when nothing but the
+    plan holds it, as its reference count says: an array the replay let go before its end,
+    or an output the caller has dropped by the next replay. An output kept, a view of an
+    array, an array in two slots is never written again."""
 
-    def __init__(self, rec: Recorder, outputs: list[int | None], n_forward: int) -> None:
+    __slots__ = (
+        "_handed", "_lock", "_pool", "backward_steps", "forward_steps", "made", "n_inputs",
+        "outputs", "pooled", "template",
+    )  # fmt: skip
+
+    def __init__(
+        self, rec: Recorder, outputs: list[int | None], n_forward: int, pool: bool = False
+    ) -> None:
         self.n_inputs = rec.n_inputs
         steps = rec.steps
         made = {out for _, _, out in steps}
@@ -311,18 +369,34 @@ class Plan:
         for s, k in last.items():
             if s not in keep and (s in made or s < self.n_inputs):
                 dead[k].append(s)
-        planned = [
-            (fn, slots, out, tuple(d)) for (fn, slots, out), d in zip(steps, dead, strict=True)
-        ]
+        #: the slots whose arrays may go to the pool when they die: large arrays made by
+        #: an elementwise ufunc, by shape and dtype
+        self.pooled: dict[int, tuple[Any, ...]] = {}
+        planned: list[tuple[Any, ...]] = []
+        for (fn, slots, out), d in zip(steps, dead, strict=True):
+            made_value = rec.values[out]
+            u = _ufunc(fn) if pool else None
+            if u is not None and type(made_value) is np.ndarray and made_value.size >= POOL_MIN:
+                key = (made_value.shape, made_value.dtype)
+                self.pooled[out] = key
+                fn = _Pooled(u, key)
+            planned.append((fn, slots, out, tuple(d)))
         self.forward_steps = planned[:n_forward]
         self.backward_steps = planned[n_forward:]
         self.outputs = outputs
+        self._pool: dict[Any, list[Any]] = {}
+        #: the pooled outputs of the last replay, with their keys: the pool's when the
+        #: caller has let them go
+        self._handed: list[tuple[Any, Any]] = []
+        self._lock = threading.Lock()
 
     def run(self, inputs: Sequence[Any]) -> list[Any]:
         """The outputs' values for ``inputs`` (None where an output is None)."""
         values = self.template.copy()
         values[: self.n_inputs] = inputs
         del inputs  # the caller keeps its own; the plan drops an input when it is dead
+        if self.pooled:
+            return self._run_pooled(values)
         get = values.__getitem__
         for fn, slots, out, dead in self.forward_steps:
             values[out] = fn(*map(get, slots))
@@ -334,6 +408,52 @@ class Plan:
                 for s in dead:
                     values[s] = None
         return [None if s is None else values[s] for s in self.outputs]
+
+    def _run_pooled(self, values: list[Any]) -> list[Any]:
+        """:meth:`run` with the pool: taken whole (another thread replaying at the same
+        time allocates as without one), given back at the end."""
+        with self._lock:
+            pool, self._pool = self._pool, {}
+            handed, self._handed = self._handed, []
+        refs = sys.getrefcount
+        for key, v in handed:
+            # held by nothing but this list's tuple, the name v and getrefcount's argument
+            if refs(v) == 3:
+                pool.setdefault(key, []).append(v)
+        handed.clear()  # the pool's now: no other reference may stay here
+        v = None
+        try:
+            self._steps(self.forward_steps, values, pool)
+            with NUMPY.quiet():  # as backward(): its floating-point errors are not reported
+                self._steps(self.backward_steps, values, pool)
+        finally:
+            with self._lock:
+                self._pool = pool
+        outs = [None if s is None else values[s] for s in self.outputs]
+        with self._lock:
+            self._handed = [
+                ((v.shape, v.dtype), v)
+                for v in outs
+                if type(v) is np.ndarray and v.base is None and v.size >= POOL_MIN
+            ]
+        return outs
+
+    def _steps(self, steps: list[Any], values: list[Any], pool: dict[Any, list[Any]]) -> None:
+        pooled = self.pooled
+        get = values.__getitem__
+        refs = sys.getrefcount
+        for fn, slots, out, dead in steps:
+            if type(fn) is _Pooled:
+                values[out] = fn(pool, *map(get, slots))
+            else:
+                values[out] = fn(*map(get, slots))
+            for s in dead:
+                v = values[s]
+                values[s] = None
+                # held by nothing but the name v and getrefcount's argument: the pool's
+                if s in pooled and refs(v) == 2:
+                    pool.setdefault(pooled[s], []).append(v)
+                v = None
 
 
 class recording:
