@@ -518,3 +518,32 @@ def test_a_pooled_plan_from_threads_gives_single_threaded_bits() -> None:
     for t in threads:
         t.join()
     assert not failures, failures[:3]
+
+
+@pytest.mark.parametrize(
+    ("command", "kwargs"),
+    [
+        ("optimize", {"optimizer": "adam", "steps": 6, "lr": 0.05}),
+        ("optimize", {"optimizer": "momentum", "steps": 5, "zero_grad": False}),
+        ("check", {}),
+    ],
+    ids=["adam", "momentum, grads accumulate", "check"],
+)
+def test_optimize_and_check_on_large_inputs_reuse_buffers_to_the_same_bits(
+    command: str, kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool (buffers kept between passes) changes no number: the same result as
+    evaluating afresh every pass, on inputs large enough to be pooled."""
+    from gradcli import analysis
+    from gradcli.compiled import Plans
+
+    rng = np.random.default_rng(8)
+    n = BIG if command == "optimize" else 3
+    text = "sum(tanh(a * b) ** 2) + sum(b * b) / 100"
+    inputs = {"a": rng.normal(size=n), "b": rng.normal(size=n)}
+    if command == "check":  # finite differences per element: a small input, pooled below
+        monkeypatch.setattr("gradcli.autograd.replay.POOL_MIN", 1)
+    planned = getattr(analysis, command)(text, inputs, **kwargs)
+    monkeypatch.setattr(Plans, "run", lambda self, *args, **kw: None)  # afresh every time
+    fresh = getattr(analysis, command)(text, inputs, **kwargs)
+    assert planned.to_json() == fresh.to_json()

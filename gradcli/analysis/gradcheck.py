@@ -205,7 +205,7 @@ def check(
                 n: h[:, offsets[i] : offsets[i + 1]].astype(np.float64)
                 for i, n in enumerate(setup.wanted)
             }
-        plans = Plans(4)
+        plans = Plans(4, pool=True)  # large inputs: buffers reused pass after pass
         for name in setup.wanted:
             numeric = _numeric_jacobian(setup, name, seed, eps, order, plans, fp, max_elements)
             c = _compare(analytic[name], numeric, setup.values[name].shape, rtol, atol)

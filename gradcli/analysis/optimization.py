@@ -174,7 +174,7 @@ def optimize(
         opt = optim.SGD(params, lr=lr, momentum=momentum if optimizer == "momentum" else 0.0)
     history = LossHistory(max_history)
 
-    plans = Plans(2)
+    plans = Plans(2, pool=True)  # large inputs: buffers reused step after step
 
     def loss_and_grad() -> float:
         # every step evaluates one program on new values of the same shapes: replayed from

@@ -333,7 +333,7 @@ class Plan:
 
     With ``pool``, the large arrays a replay makes are kept for the next replay, by shape
     and dtype, and its elementwise steps write into them: a program on large arrays
-    replayed many times (``gradcli.compile``, ``optimize``) allocates them once, as
+    replayed many times (``gradcli.compile``, ``optimize``, ``check``) allocates them once, as
     torch's caching allocator does, instead of paying the operating system's page faults
     for fresh memory on every call. An array goes to the pool only when nothing but the
     plan holds it, as its reference count says: an array the replay let go before its end,
