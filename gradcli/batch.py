@@ -11,6 +11,7 @@ memory.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import IO, Any
 
@@ -116,7 +117,7 @@ def _answer_all(
                     plans=lane.plans,
                 )
                 lane.learn(request, result)
-                response, grads = dumps(result.to_json()), result.grads
+                response, grads = _response_text(result), result.grads
             else:
                 response, grads = answered
             if totals is not None:
@@ -125,15 +126,29 @@ def _answer_all(
         except Exception as exc:  # one bad line never stops the stream
             if debug:
                 raise
-            err = as_gradcli_error(exc)
-            response = dumps(
-                {"id": request_id(request), "error": err.to_json(), "input_line": number}
-            )
+            response = _error_response(request, exc, number)
             failed += 1
         # outside the try: output that cannot be written stops the stream (it is not the
         # line's fault, and no later answer could be written either)
         write(response)
     return ok, failed
+
+
+def _response_text(result: Result) -> str:
+    try:
+        return dumps(result.to_json())
+    except RecursionError:  # only the id, which is echoed as it came, can be that deep
+        raise InputError("the request's id is nested too deeply to be written back") from None
+
+
+def _error_response(request: Any, exc: Exception, number: int) -> str:
+    """The error response of a line: its id echoed back, unless the id is nested too deep
+    to be written (then null: one line never stops the stream)."""
+    err = as_gradcli_error(exc).to_json()
+    try:
+        return dumps({"id": request_id(request), "error": err, "input_line": number})
+    except RecursionError:
+        return dumps({"id": None, "error": err, "input_line": number})
 
 
 #: the fields of a request the lane answers; a request with any other goes the general way
@@ -249,9 +264,11 @@ class _Answer:
         if type(id) is int or id is None:
             id_text = "null" if id is None else repr(id)
         else:
-            id_text = dumps(id)
-            if not _plain_text(id_text):
+            # a lone surrogate anywhere in the id makes dumps write the whole response in
+            # ASCII (dumps(id) alone is then ASCII already, so the id itself is looked at)
+            if not _plain_text(id if type(id) is str else json.dumps(id, ensure_ascii=False)):
                 raise ValueError("written in ASCII by the general way")
+            id_text = dumps(id)
         parts = ['{"id":', id_text, self.head, encode(outs[0]),
                  '},"reduction":', reduction, ',"inputs":{']  # fmt: skip
         grads: dict[str, Any] = {}

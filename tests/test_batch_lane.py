@@ -83,6 +83,17 @@ def test_the_lane_writes_the_general_ways_text_for_every_kind(
     assert _same_both_ways(lines, monkeypatch) >= 20
 
 
+@pytest.mark.parametrize("id", ["\ud800", ["x", {"k": "\udfff"}], "é", [float("nan"), 1e300]])
+def test_an_id_the_general_way_writes_in_ascii_is_left_to_it(
+    id: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone surrogate anywhere in the id makes the whole response ASCII (the program's
+    "é" escaped too): the lane's request from the third time must be written the same."""
+    lines = [_request("sum(é * a)", {"é": [1.0], "a": [2.0]}, k) for k in range(2)]
+    lines += [_request("sum(é * a)", {"é": [1.0], "a": [2.0]}, id)] * 2
+    _same_both_ways(lines, monkeypatch)
+
+
 def test_options_names_and_bad_values_go_the_general_way(monkeypatch: pytest.MonkeyPatch) -> None:
     good = {"a": [1.0, 2.0], "b": [3.0, 4.0]}
     lines = [_request("sum(a*b)", good, i) for i in range(3)]
@@ -132,3 +143,20 @@ def test_random_programs_through_the_lane(p: Any) -> None:
         _same_both_ways(lines, mp)
     finally:
         mp.undo()
+
+
+def test_an_id_too_deep_to_write_back_fails_its_line_only() -> None:
+    """An id nested hundreds deep with a NaN in it cannot be written (json recurses): that
+    line gets an error with a null id, and the stream goes on (found by review)."""
+    deep = "[" * 600 + "NaN" + "]" * 600
+    lines = [
+        '{"id": ' + deep + ', "expr": "sum(a)", "inputs": {"a": [1.0]}}',
+        '{"id": 2, "expr": "sum(a)", "inputs": {"a": [1.0]}}',
+    ]
+    out: list[str] = []
+    failed = run_batch(io.BytesIO(("\n".join(lines) + "\n").encode()), out.append)
+    assert failed == 1 and len(out) == 2
+    first = json.loads(out[0])
+    assert first["id"] is None and first["input_line"] == 1
+    assert first["error"]["kind"] == "input" and "id" in first["error"]["message"]
+    assert json.loads(out[1])["id"] == 2

@@ -547,3 +547,22 @@ def test_optimize_and_check_on_large_inputs_reuse_buffers_to_the_same_bits(
     monkeypatch.setattr(Plans, "run", lambda self, *args, **kw: None)  # afresh every time
     fresh = getattr(analysis, command)(text, inputs, **kwargs)
     assert planned.to_json() == fresh.to_json()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sum(N * 2) + sum(transpose(M) * 2)",
+        "sum(sum(transpose(M) * 2, 0) * sum(N * N, 0))",
+        "sum(N * 3 + N) + sum(transpose(M) * 2)",
+    ],
+)
+def test_a_pooled_buffer_keeps_the_memory_order_of_the_step_it_serves(text: str) -> None:
+    """transpose(M) * 2 is F-ordered: written into a C-ordered buffer its elements would
+    be equal but a later sum, which adds in memory order, would not (found by review)."""
+    rng = np.random.default_rng(9)
+    inputs = {"M": rng.normal(size=(128, 128)), "N": rng.normal(size=(128, 128))}
+    want = gradcli.evaluate(text, inputs)
+    f = gradcli.compile(text)
+    for k in range(3):
+        assert_same_bits(f(inputs), want, f"call {k}")

@@ -304,6 +304,24 @@ _UFUNC_OF = {
 POOL_MIN = 1 << 14
 
 
+#: the pool is kept only where reference counts are known to be exact: CPython 3.10-3.13
+#: with the GIL (3.14's borrowed references, or threads without a GIL, could show an
+#: array held by a caller as free; the pool is then off, which changes no number)
+POOL_WORKS = (
+    sys.implementation.name == "cpython"
+    and (3, 10) <= sys.version_info[:2] <= (3, 13)
+    and getattr(sys, "_is_gil_enabled", lambda: True)()
+)
+
+
+def _pool_key(v: Any) -> tuple[Any, ...] | None:
+    """What a buffer must share with a step's output to be written into by it: shape,
+    dtype and memory order (a sum adds in memory order, so an F-ordered result written
+    into a C-ordered buffer would change later bits); None for any other layout."""
+    order = "C" if v.flags.c_contiguous else "F" if v.flags.f_contiguous else None
+    return None if order is None else (v.shape, v.dtype, order)
+
+
 def _ufunc(fn: Any) -> Any:
     u = _UFUNC_OF.get(fn) if not isinstance(fn, np.ufunc) else fn
     return u if u is not None and u.nout == 1 else None
@@ -338,7 +356,8 @@ class Plan:
     for fresh memory on every call. An array goes to the pool only when nothing but the
     plan holds it, as its reference count says: an array the replay let go before its end,
     or an output the caller has dropped by the next replay. An output kept, a view of an
-    array, an array in two slots is never written again."""
+    array, an array in two slots is never written again. A buffer is written into only by
+    a step whose output has its shape, dtype and memory order (:func:`_pool_key`)."""
 
     __slots__ = (
         "_handed", "_lock", "_pool", "backward_steps", "forward_steps", "made", "n_inputs",
@@ -375,11 +394,12 @@ class Plan:
         planned: list[tuple[Any, ...]] = []
         for (fn, slots, out), d in zip(steps, dead, strict=True):
             made_value = rec.values[out]
-            u = _ufunc(fn) if pool else None
+            u = _ufunc(fn) if pool and POOL_WORKS else None
             if u is not None and type(made_value) is np.ndarray and made_value.size >= POOL_MIN:
-                key = (made_value.shape, made_value.dtype)
-                self.pooled[out] = key
-                fn = _Pooled(u, key)
+                key = _pool_key(made_value)
+                if key is not None:
+                    self.pooled[out] = key
+                    fn = _Pooled(u, key)
             planned.append((fn, slots, out, tuple(d)))
         self.forward_steps = planned[:n_forward]
         self.backward_steps = planned[n_forward:]
@@ -432,9 +452,12 @@ class Plan:
         outs = [None if s is None else values[s] for s in self.outputs]
         with self._lock:
             self._handed = [
-                ((v.shape, v.dtype), v)
+                (key, v)
                 for v in outs
-                if type(v) is np.ndarray and v.base is None and v.size >= POOL_MIN
+                if type(v) is np.ndarray
+                and v.base is None
+                and v.size >= POOL_MIN
+                and (key := _pool_key(v)) is not None
             ]
         return outs
 
@@ -451,8 +474,8 @@ class Plan:
                 v = values[s]
                 values[s] = None
                 # held by nothing but the name v and getrefcount's argument: the pool's
-                if s in pooled and refs(v) == 2:
-                    pool.setdefault(pooled[s], []).append(v)
+                if s in pooled and refs(v) == 2 and (key := _pool_key(v)) is not None:
+                    pool.setdefault(key, []).append(v)
                 v = None
 
 
