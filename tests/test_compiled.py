@@ -269,17 +269,27 @@ def test_a_compiled_program_from_eight_threads_gives_single_threaded_bits() -> N
     f = gradcli.compile(text)
     cases = [{"W": _spd(4) * k, "x": _any(4)} for k in range(8)]
     want = [gradcli.evaluate(text, c) for c in cases]
-    bad: list[str] = []
 
     def work(i: int) -> None:
         for _ in range(50):
-            got = f(cases[i])
-            try:
-                assert_same_bits(got, want[i], f"thread {i}")
-            except AssertionError as e:
-                bad.append(str(e))
+            assert_same_bits(f(cases[i]), want[i], f"thread {i}")
 
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    _in_threads(work, 8)
+
+
+def _in_threads(work: Any, n: int) -> None:
+    """``work(i)`` in n threads at once; every assertion error they met, reported."""
+    bad: list[str] = []
+    barrier = threading.Barrier(n)
+
+    def run(i: int) -> None:
+        barrier.wait(timeout=60)
+        try:
+            work(i)
+        except AssertionError as e:
+            bad.append(str(e))
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
@@ -500,24 +510,13 @@ def test_a_pooled_plan_from_threads_gives_single_threaded_bits() -> None:
     inputs = [{"a": rng.normal(size=BIG), "b": rng.normal(size=BIG)} for _ in range(6)]
     wants = [gradcli.evaluate(text, i) for i in inputs]
     f = gradcli.compile(text)
-    barrier = threading.Barrier(3)
-    failures: list[str] = []
 
     def work(t: int) -> None:
-        barrier.wait(timeout=60)
         for rep in range(5):
             for k, i in enumerate(inputs):
-                try:
-                    assert_same_bits(f(i), wants[k], f"thread {t}, input {k}, pass {rep}")
-                except AssertionError as e:
-                    failures.append(str(e))
+                assert_same_bits(f(i), wants[k], f"thread {t}, input {k}, pass {rep}")
 
-    threads = [threading.Thread(target=work, args=(t,)) for t in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not failures, failures[:3]
+    _in_threads(work, 3)
 
 
 @pytest.mark.parametrize(
