@@ -107,14 +107,16 @@ def _rows(root: E.Tensor, leaves: list[E.Tensor], n: int) -> Iterator[list[Any]]
     one backward pass of ``root`` per seed e_0 … e_{n-1} (``root.numel() == n``): the first
     pass recorded, the others replayed (autograd.replay.Rows), each with the bits of
     ``autograd.grad(root, leaves, e_i, retain_graph=True)``."""
-    seed = np.zeros(n, dtype=root.dtype)
-    seed[0] = 1.0
-    rows = Rows(root, leaves, seed.reshape(root.shape))
-    yield rows.first
-    for i in range(1, n):
+
+    def onehot(i: int) -> np.ndarray:  # one at a time: n rows of n would be n² numbers
         seed = np.zeros(n, dtype=root.dtype)
         seed[i] = 1.0
-        yield rows(seed.reshape(root.shape))
+        return seed.reshape(root.shape)
+
+    rows = Rows(root, leaves, onehot(0))
+    yield rows.first
+    for i in range(1, n):
+        yield rows(onehot(i))
 
 
 def jacobian(
