@@ -238,7 +238,7 @@ class Setup:
         """Fresh leaf tensors (sharing the values), those in ``wanted`` requiring grad."""
         leaves = {}
         for name, v in self.values.items():
-            leaf = E.from_numpy(v, requires_grad=name in self.wanted)
+            leaf = E.const(v, requires_grad=name in self.wanted)
             leaf.label = name
             leaves[name] = leaf
         return leaves
@@ -254,7 +254,7 @@ def prepare(
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
 ) -> Setup:
     """Parse ``expr`` (cached), check the input names, ``wrt`` and values."""
-    from .io import value_from_json
+    from .io import lazy_value, value_from_json
 
     dtype = check_dtype(dtype)
     check_limit_value(max_elements, "max_elements")
@@ -272,8 +272,11 @@ def prepare(
             )
     with E.no_cycle_collection():
         program = compile_program(expr)
+    lazy = E.backend.OTHER_ARRAYS  # another backend's arrays stay lazy (gradcli.lazy)
     values = {
-        name: value_from_json(v, name=name, dtype=dtype, max_elements=max_elements)
+        name: lazy_value(v, name=name, dtype=dtype, max_elements=max_elements)
+        if lazy and isinstance(v, lazy)
+        else value_from_json(v, name=name, dtype=dtype, max_elements=max_elements)
         for name, v in raw.items()
     }
     return Setup(program, values, wanted, dtype)

@@ -4,7 +4,8 @@ Forward functions and derivative rules never import NumPy; they call the namespa
 given (``xp``). What is NumPy-specific lives here and only here: which functions exist and
 under which names, whether a buffer may be added to in place, the error state, scatter-add
 for indexing, summing a broadcast gradient back down (``sum_to``). Another array library
-(Dask, next) is one more module that offers the same names (docs/engine.md, "Backends").
+is one more module that offers the same names: ``dask_backend.py`` is Dask's
+(docs/engine.md, "Backends"); :func:`backend_of` says which namespace an array belongs to.
 """
 
 from __future__ import annotations
@@ -315,3 +316,78 @@ def _count(shape: tuple[int, ...], axis: Any) -> int:
 
 
 NUMPY = NumpyBackend()
+
+#: array types of other backends, registered by their modules when first imported: a
+#: tensor's data may be one of them, kept as it is (:func:`as_data`)
+OTHER_ARRAYS: tuple[type, ...] = ()
+_OTHER_BACKENDS: dict[type, Any] = {}
+
+
+def register(array_type: type, backend: Any) -> None:
+    """Make ``backend`` the namespace of arrays of ``array_type`` (another library's)."""
+    global OTHER_ARRAYS
+    _OTHER_BACKENDS[array_type] = backend
+    OTHER_ARRAYS = (*OTHER_ARRAYS, array_type)
+
+
+def backend_of(x: Any) -> Any:
+    """The namespace of array ``x``: NumPy's for NumPy arrays, scalars and anything else
+    NumPy takes, another backend's for its arrays."""
+    if type(x) is np.ndarray or not OTHER_ARRAYS:
+        return NUMPY
+    for kind in type(x).__mro__:
+        found = _OTHER_BACKENDS.get(kind)
+        if found is not None:
+            return found
+    return NUMPY
+
+
+def backend_of_any(*xs: Any) -> Any:
+    """The namespace of the first of ``xs`` that is another backend's array, else NumPy's:
+    an op on a lazy array and a NumPy one is lazy."""
+    if OTHER_ARRAYS:
+        for x in xs:
+            if isinstance(x, OTHER_ARRAYS):
+                return backend_of(x)
+    return NUMPY
+
+
+class on_data:
+    """``fn(xp, *arrays, **kwargs)`` with ``xp`` the namespace of the arrays: a
+    primitive's forward function as an op's ``redo``, for arrays of any backend."""
+
+    __slots__ = ("fn", "kwargs")
+
+    def __init__(self, fn: Callable[..., Any], **kwargs: Any) -> None:
+        self.fn = fn
+        self.kwargs = kwargs
+
+    def __call__(self, *arrays: Any) -> Any:
+        return self.fn(backend_of_any(*arrays), *arrays, **self.kwargs)
+
+
+def backend_call(name: str, **kwargs: Any) -> on_data:
+    """The namespace's function ``name`` (``xp.broadcast_to``) as an op's ``redo``."""
+    return on_data(_by_name, name=name, **kwargs)
+
+
+def _by_name(xp: Any, *arrays: Any, name: str, **kwargs: Any) -> Any:
+    return getattr(xp, name)(*arrays, **kwargs)
+
+
+def eager_only(function: str, *arrays: Any) -> None:
+    """Refuse ``function`` on arrays of a backend that cannot compute it lazily (a
+    determinant of a chunked matrix): the backend's ``refuse`` names it."""
+    if OTHER_ARRAYS:
+        for a in arrays:
+            xp = backend_of(a)
+            if xp is not NUMPY:
+                raise xp.refuse(function)
+
+
+def as_data(x: Any) -> Any:
+    """An op's result as a tensor's data: another backend's array as it is, anything else
+    as a NumPy array (NumPy gives a scalar, not a 0-d array, from a ufunc on 0-d input)."""
+    if OTHER_ARRAYS and isinstance(x, OTHER_ARRAYS):
+        return x
+    return np.asarray(x)

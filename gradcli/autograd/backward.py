@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from . import registry
-from .backend import NUMPY
+from .backend import NUMPY, backend_of
 from .node import ANS, FACTOR, FREED, FREED_MESSAGE, AccumulateGrad, Node, identity
 from .state import GRAD, NO_GRAD, set_mode
 from .tensor import Tensor, const, edge, tensor_on_edge
@@ -59,7 +59,7 @@ def _ones(like: Any) -> Any:
     key = (like.dtype, like.shape)
     one = _ONES.get(key)
     if one is None:
-        one = _ONES[key] = np.ones_like(like)
+        one = _ONES[key] = np.ones(like.shape, like.dtype)  # NumPy's, for any backend
         one.flags.writeable = False
     return one
 
@@ -81,8 +81,10 @@ def backward(out: Tensor, gradient: Any, retain_graph: bool | None, create_graph
     retain = create_graph if retain_graph is None else bool(retain_graph)
     if create_graph:
         run(root, g, True, retain, None)
-    else:
-        _run_plain(root, g, not retain)
+    elif type(out.data) is _ndarray:
+        _run_plain(root, g, not retain, registry.namespaces()[0])
+    else:  # another backend's arrays (docs/engine.md, "Backends")
+        _run_plain(root, g, not retain, registry.array_namespace(backend_of(out.data)))
 
 
 def grad(
@@ -99,7 +101,7 @@ def grad(
     root = _root(outputs)
     retain = create_graph if retain_graph is None else bool(retain_graph)
     targets = [edge(t) for t in ins]
-    found = run(root, g, create_graph, retain, targets)
+    found = run(root, g, create_graph, retain, targets, backend_of(outputs.data))
     result: list[Tensor | None] = []
     for t, gi in zip(ins, found, strict=True):
         if gi is None:
@@ -117,6 +119,7 @@ def run(
     create_graph: bool,
     retain: bool,
     targets: list[Node | AccumulateGrad | None] | None,
+    backend: Any = NUMPY,
 ) -> list[Any]:
     """Propagate ``g`` = d(loss)/d(root) through the graph.
 
@@ -124,7 +127,7 @@ def run(
     non-leaves that retain theirs). Otherwise the gradient reaching each target node is
     returned and nothing is written (``autograd.grad``).
     """
-    xp = registry.namespaces()[1 if create_graph else 0]
+    xp = registry.namespaces()[1] if create_graph else registry.array_namespace(backend)
     wanted: dict[Any, list[int]] | None = None
     found: list[Any] = []
     #: with targets and releasing: the nodes a target can be reached from; no other node is
@@ -286,7 +289,7 @@ def run(
     return found
 
 
-def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool) -> None:
+def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> None:
     """:func:`run` for ``backward()`` without ``create_graph``, the common case: rules on
     arrays, gradients into ``.grad``, every node visited. The same walk as run's, without
     the branches for targets and for tensors; two implementations of one walk are kept
@@ -305,7 +308,6 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool) -> None:
     take = ready.pop
     ready_append = ready.append
     ndarray = _ndarray
-    xp = registry.namespaces()[0]
     big = INPLACE_MIN
     # No grad mode to switch: rules here see arrays only (never a tensor), so nothing they
     # do is recorded.
@@ -487,7 +489,9 @@ def _accumulate(t: Tensor, g: Any, owned: bool, create_graph: bool) -> None:
             t.grad = const(np.array(g.data if isinstance(g, Tensor) else g, copy=True))
         return
     if t.grad is None:
-        if not owned or g.dtype != t.data.dtype:  # a float32 leaf keeps a float32 .grad
+        if type(g) is not _ndarray and not isinstance(g, np.generic):
+            g = backend_of(g).astype(g, t.data.dtype)  # a lazy array: nothing to copy
+        elif not owned or g.dtype != t.data.dtype:  # a float32 leaf keeps a float32 .grad
             g = np.array(g, dtype=t.data.dtype, copy=True)
         t.grad = const(g)
     else:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import state as _state
-from .backend import NUMPY
+from .backend import NUMPY, as_data
 from .node import DIVISOR, FACTOR, GENERAL, Node, next_seq
 from .registry import OPS, Param, Primitive, install, product_rules, value_rule
 from .shapes import check_broadcast
@@ -71,7 +71,7 @@ def unary(
         xd = x.data
         out = run(xd)
         t = new_tensor(Tensor)
-        t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)
+        t.data = out = out if type(out) is _ndarray else as_data(out)
         t.grad = None
         t.label = None
         mode = state.mode if off_default else GRAD
@@ -196,7 +196,7 @@ def binary(
             yd = y.data
         out = run(xd, yd)
         t = new_tensor(Tensor)
-        t.data = out = out if type(out) is _ndarray else NUMPY.asarray(out)
+        t.data = out = out if type(out) is _ndarray else as_data(out)
         t.grad = None
         t.label = None
         mode = state.mode if off_default else GRAD

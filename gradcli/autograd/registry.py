@@ -418,21 +418,29 @@ def namespaces() -> tuple[Any, Any]:
     """``(arrays, tensors)``: the array namespace (the backend, plus each primitive's
     forward function where the backend has no function of its name) and the
     differentiable namespace (every public function, recorded in the graph)."""
-    arrays = Namespace("array")
-    for key, value in vars(NUMPY).items():
-        setattr(arrays, key, value)
-    for key in dir(type(NUMPY)):
-        if not key.startswith("_"):
-            setattr(arrays, key, getattr(NUMPY, key))
-    for prim_name, prim in OPS.items():
-        if not hasattr(arrays, prim_name):
-            setattr(arrays, prim_name, functools.partial(prim.fwd, NUMPY))
+    arrays = array_namespace(NUMPY)
     tensors = Namespace("tensor")
     for key, spec in FUNCTIONS.items():
         setattr(tensors, key, spec.call)
     for key, value in TENSOR_ONLY.items():
         setattr(tensors, key, value)
     return arrays, tensors
+
+
+@functools.cache
+def array_namespace(backend: Any) -> Any:
+    """The array namespace of ``backend``: its functions, plus each primitive's forward
+    function on it where it has no function of the primitive's name."""
+    arrays = Namespace("array")
+    for key, value in vars(backend).items():
+        setattr(arrays, key, value)
+    for key in dir(type(backend)):
+        if not key.startswith("_"):
+            setattr(arrays, key, getattr(backend, key))
+    for prim_name, prim in OPS.items():
+        if not hasattr(arrays, prim_name):
+            setattr(arrays, prim_name, functools.partial(prim.fwd, backend))
+    return arrays
 
 
 #: what the differentiable namespace offers beyond the public functions

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .backend import NUMPY
+from .backend import NUMPY, as_data
 from .node import AccumulateGrad, Node, next_seq
 from .state import GRAD, NO_GRAD, OFF_DEFAULT, RECORD, STATE, mode
 
@@ -264,7 +264,7 @@ def const(data: Any, requires_grad: bool = False) -> Tensor:
     """Wrap an array as a leaf tensor (no copy), one that requires no grad by default."""
     t = Tensor.__new__(Tensor)
     # NumPy returns scalars, not 0-d arrays, from ufuncs on 0-d input: keep arrays only.
-    t.data = data if type(data) is _ndarray else np.asarray(data)
+    t.data = data if type(data) is _ndarray else as_data(data)
     t.grad = None
     t.requires_grad = bool(requires_grad)
     t.grad_fn = None
@@ -381,7 +381,7 @@ def record(
     ``redo(*arrays of inputs)``: computes ``out`` again, for a plan (replay.py); without
     it, an evaluation making this op from a value of the inputs is not replayed."""
     t = Tensor.__new__(Tensor)
-    t.data = out if type(out) is _ndarray else np.asarray(out)
+    t.data = out if type(out) is _ndarray else as_data(out)
     t.grad = None
     t.label = None
     now = STATE.mode if OFF_DEFAULT else GRAD

@@ -13,7 +13,8 @@ The package's names are all imported from here; its modules, each a part of the 
 
 =============  ==========================================================================
 ``jsonio``     JSON out (:func:`json_array`, :func:`dumps`) and in (:func:`parse_json_text`)
-``values``     values from JSON (:func:`value_from_json`, :func:`read_inputs_object`)
+``values``     values from JSON (:func:`value_from_json`, :func:`read_inputs_object`), lazy
+               arrays checked (:func:`lazy_value`)
 ``files``      ``NAME=VALUE`` (:func:`parse_cli_value`), ``@path`` and ``@-`` values
 ``npfiles``    ``.npy`` and ``.npz`` files (:func:`read_npy`, :func:`load_npz_inputs`)
 ``csvtext``    CSV and text files of numbers
@@ -43,7 +44,7 @@ from .save import (
     save_result,
 )
 from .save import ReplacedFile as ReplacedFile  # imported from here, not in __all__
-from .values import MAX_DIMS, DTypeArg, read_inputs_object, value_from_json
+from .values import MAX_DIMS, DTypeArg, lazy_value, read_inputs_object, value_from_json
 
 __all__ = [
     "FILE_BYTES_PER_ELEMENT",
@@ -56,6 +57,7 @@ __all__ = [
     "check_save_path",
     "dumps",
     "json_array",
+    "lazy_value",
     "load_file_value",
     "load_npz_inputs",
     "max_file_bytes",

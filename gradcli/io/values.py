@@ -220,6 +220,18 @@ def value_from_json(
         return np.asarray(values.reshape(shape), dtype=dt, order="C")
 
 
+def lazy_value(
+    arr: Any, *, name: str, dtype: DTypeArg = "float64", max_elements: int | None = None
+) -> Any:
+    """A lazy array (another backend's, such as a Dask array) as an input: checked as an
+    array is, converted to ``dtype`` lazily, never computed here."""
+    dt = _float_dtype(dtype)
+    if arr.dtype.kind not in "iuf":
+        raise InputError(f"bad value for {name}: an array of dtype {arr.dtype} is not numeric")
+    _check_limit(name, arr.shape, max_elements)
+    return arr if arr.dtype == dt else arr.astype(dt)
+
+
 def read_inputs_object(
     obj: Any, *, dtype: DTypeArg = "float64", max_elements: int | None = None
 ) -> dict[str, np.ndarray]:

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from ...errors import InvalidValueError
-from ..backend import NUMPY
+from ..backend import NUMPY, on_data
 from ..families import binary, unary
 from ..node import FACTOR, identity
 from ..registry import OPS, TENSOR_ONLY, Primitive, public
@@ -202,7 +202,7 @@ def power(a: Tensor, b: Tensor) -> Tensor:
         if c is not None and c == c:  # a constant exponent (not nan)
             prim = _POW_ZERO if c == 0 else _POW_CONST
             saved = () if c == 0 else (a.data,)
-            redo = functools.partial(prim.fwd, NUMPY, c=c)
+            redo = on_data(prim.fwd, c=c)
             return record(redo(a.data), prim, (a,), saved, ctx=c, redo=redo)
     return _power(a, b)
 
@@ -235,7 +235,7 @@ def clip(prim: Primitive, x: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
     check_broadcast("clip", x.data.shape, lo.data.shape, hi.data.shape)
     data = (x.data, lo.data, hi.data)
     shapes = tuple(d.shape for d in data)
-    redo = functools.partial(prim.fwd, NUMPY)
+    redo = on_data(prim.fwd)
     return record(redo(*data), prim, (x, lo, hi), data, shapes, redo)
 
 
@@ -273,7 +273,7 @@ def where(prim: Primitive, cond: Tensor, a: Tensor, b: Tensor) -> Tensor:
     a, b = lift(a, like), lift(b, like)
     c = const(cond) if type(cond) is NUMPY.ndarray else lift(cond, a)
     check_broadcast("where", c.data.shape, a.data.shape, b.data.shape)
-    redo = functools.partial(prim.fwd, NUMPY)
+    redo = on_data(prim.fwd)
     out = redo(c.data, a.data, b.data)
     shapes = (c.data.shape, a.data.shape, b.data.shape)
     return record(out, prim, (c, a, b), (c.data, None, None), shapes, redo)

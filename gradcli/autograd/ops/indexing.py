@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import functools
 from decimal import Decimal
 from typing import Any
 
 from ...errors import InvalidValueError, ShapeError
-from ..backend import NUMPY
+from ..backend import NUMPY, as_data, backend_call, backend_of
 from ..registry import Primitive, Shape, Tensor, primitive, public
 from ..replay import opaque
 from ..tensor import lift, record
@@ -26,6 +25,8 @@ SCATTER = primitive(
     saves=(),
     doc="g indexed",
 )
+
+_ndarray = NUMPY.ndarray
 
 
 def normalize_key(key: Any) -> tuple[Any, ...]:
@@ -139,16 +140,17 @@ def getitem(prim: Primitive, x: Tensor, key: Any) -> Tensor:
     """NumPy indexing (basic, integer lists, ``None``, ``...``); repeated indices accumulate."""
     x = lift(x)
     k = normalize_key(key)
+    xd = x.data
     try:
-        data = x.data[k]
+        data = xd[k] if type(xd) is _ndarray else backend_of(xd).getitem(xd, k)
     except IndexError as e:
         raise ShapeError(_beyond_int64(key, x.data.shape) or f"index: {e}") from None
-    return record(NUMPY.asarray(data), prim, (x,), ctx=(k, x.data.shape), redo=_indexer(k))
+    return record(as_data(data), prim, (x,), ctx=(k, x.data.shape), redo=_indexer(k))
 
 
 def _indexer(k: tuple[Any, ...]) -> Any:
     def redo(xd: Any) -> Any:
-        return NUMPY.asarray(xd[k])
+        return as_data(xd[k])
 
     return redo
 
@@ -159,7 +161,7 @@ def scatter(prim: Primitive, g: Tensor, key: Any, shape: Shape) -> Tensor:
     g = lift(g)
     k = key if isinstance(key, tuple) else (key,)
     shape = tuple(shape)
-    redo = functools.partial(NUMPY.scatter, key=k, shape=shape)
+    redo = backend_call("scatter", key=k, shape=shape)
     return record(redo(g.data), prim, (g,), ctx=(k, shape), redo=redo)
 
 

@@ -8,7 +8,7 @@ import functools
 from typing import Any
 
 from ...errors import DomainError, ShapeError
-from ..backend import NUMPY
+from ..backend import NUMPY, eager_only
 from ..registry import Primitive, primitive, public
 from ..shapes import broadcast_shape
 from ..state import check_size
@@ -404,6 +404,7 @@ def _square_matrix(x: Tensor, what: str) -> None:
 def det(prim: Primitive, x: Tensor) -> Tensor:
     """Determinant of a square matrix (batched over leading axes)."""
     x = lift(x)
+    eager_only("det", x.data)
     _square_matrix(x, "det")
     fwd = prim.fwd
 
@@ -417,6 +418,7 @@ def det(prim: Primitive, x: Tensor) -> Tensor:
 def inv(prim: Primitive, x: Tensor) -> Tensor:
     """Inverse of a square matrix; a singular matrix is a domain error."""
     x = lift(x)
+    eager_only("inv", x.data)
     _square_matrix(x, "inv")
     try:
         data = prim.fwd(NUMPY, x.data)
@@ -430,6 +432,7 @@ def solve(prim: Primitive, a: Tensor, b: Tensor) -> Tensor:
     """``x`` with ``a @ x == b`` (NumPy 2 rules: a 1-D ``b`` is a vector)."""
     a = lift(a, b if isinstance(b, Tensor) else None)
     b = lift(b, a)
+    eager_only("solve", a.data, b.data)
     _square_matrix(a, "solve")
     n = a.data.shape[-1]
     if b.data.ndim == 0 or (b.data.shape[-1] if b.data.ndim == 1 else b.data.shape[-2]) != n:

@@ -5,12 +5,11 @@ a reduction that needs only shapes saves nothing else (docs/engine.md, "What a n
 from __future__ import annotations
 
 import builtins
-import functools
 import math
 from typing import Any
 
 from ...errors import InvalidValueError, ShapeError
-from ..backend import NUMPY
+from ..backend import NUMPY, backend_of, on_data
 from ..registry import TENSOR_ONLY, Axis, Primitive, primitive, public
 from ..shapes import ALL_AXES, normalize_axis
 from ..tensor import Tensor, lift, record
@@ -189,9 +188,13 @@ def reduce(prim: Primitive, x: Any, axis: Any, keepdims: bool, *extra: Any) -> T
     fwd = prim.fwd
 
     def redo(xd: Any) -> Any:
-        out = fwd(NUMPY, xd, axes, keep, *extra)
-        if type(out) is not _ndarray or out.dtype != xd.dtype:  # a NumPy scalar
-            out = NUMPY.asarray(out, dtype=xd.dtype)
+        if type(xd) is _ndarray:
+            out = fwd(NUMPY, xd, axes, keep, *extra)
+            if type(out) is not _ndarray or out.dtype != xd.dtype:  # a NumPy scalar
+                out = NUMPY.asarray(out, dtype=xd.dtype)
+        else:  # another backend's array
+            xp = backend_of(xd)
+            out = xp.astype(fwd(xp, xd, axes, keep, *extra), xd.dtype)
         return out
 
     ctx = (axes, keep, xd.shape, *extra) if extra else (axes, keep, xd.shape)
@@ -300,7 +303,7 @@ def softmax(prim: Primitive, x: Tensor, axis: int = -1) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis``, stable for large arguments."""
     x = lift(x)
     a = one_axis(axis, x.data.ndim, "softmax")
-    redo = functools.partial(prim.fwd, NUMPY, axis=a)
+    redo = on_data(prim.fwd, axis=a)
     return record(redo(x.data), prim, (x,), ctx=a, redo=redo)
 
 
@@ -309,7 +312,7 @@ def log_softmax(prim: Primitive, x: Tensor, axis: int = -1) -> Tensor:
     """``x - logsumexp(x)`` along ``axis``."""
     x = lift(x)
     a = one_axis(axis, x.data.ndim, "log_softmax")
-    redo = functools.partial(prim.fwd, NUMPY, axis=a)
+    redo = on_data(prim.fwd, axis=a)
     return record(redo(x.data), prim, (x,), ctx=a, redo=redo)
 
 

@@ -3,16 +3,17 @@ never a value (docs/engine.md, "What a node keeps")."""
 
 from __future__ import annotations
 
-import functools
 import operator
 from typing import Any
 
 from ...errors import ShapeError
-from ..backend import NUMPY
+from ..backend import NUMPY, backend_call, backend_of, on_data
 from ..registry import Axis, Primitive, Shape, Tensors, primitive, public
 from ..shapes import is_int, normalize_axis
 from ..state import check_size
 from ..tensor import Tensor, lift, record
+
+_ndarray = NUMPY.ndarray
 
 
 def _inverse(perm: tuple[int, ...]) -> tuple[int, ...]:
@@ -47,8 +48,9 @@ def reshape(prim: Primitive, x: Tensor, *shape: Shape) -> Tensor:
     if len(shape) == 1 and not is_int(shape[0]):
         shape = shape[0]
     new = (shape,) if is_int(shape) else tuple(shape)
+    xd = x.data
     try:
-        data = x.data.reshape(new)
+        data = xd.reshape(new) if type(xd) is _ndarray else backend_of(xd).reshape(xd, new)
     except ValueError:
         raise ShapeError(
             f"reshape: cannot reshape a tensor of shape {x.data.shape} "
@@ -90,7 +92,7 @@ def broadcast_to(prim: Primitive, x: Tensor, shape: Shape) -> Tensor:
     if x.data.shape == shape:
         return x
     check_size(shape, "broadcast_to")
-    redo = functools.partial(NUMPY.broadcast_to, shape=shape)
+    redo = backend_call("broadcast_to", shape=shape)
     return record(redo(x.data), prim, (x,), ctx=x.data.shape, redo=redo)
 
 
@@ -100,7 +102,7 @@ def sum_to(prim: Primitive, x: Tensor, shape: Shape) -> Tensor:
     shape = tuple(shape)
     if x.data.shape == shape:
         return x
-    redo = functools.partial(NUMPY.sum_to, shape=shape)
+    redo = backend_call("sum_to", shape=shape)
     return record(redo(x.data), prim, (x,), ctx=x.data.shape, redo=redo)
 
 
@@ -207,7 +209,7 @@ def concatenate(prim: Primitive, tensors: Tensors, axis: int = 0) -> Tensor:
     shape = list(s0)
     shape[a] = offsets[-1]
     check_size(shape, "concatenate")
-    redo = functools.partial(prim.fwd, NUMPY, axis=a)
+    redo = on_data(prim.fwd, axis=a)
     return record(redo(*[t.data for t in ts]), prim, tuple(ts), ctx=(a, offsets), redo=redo)
 
 
@@ -224,7 +226,7 @@ def stack(prim: Primitive, tensors: Tensors, axis: int = 0) -> Tensor:
             raise ShapeError(f"stack: all tensors need one shape, got {s0} and {t.data.shape}")
     a = normalize_axis(int(axis), len(s0) + 1, "stack")[0]
     check_size((len(ts), *s0), "stack")
-    redo = functools.partial(prim.fwd, NUMPY, axis=a)
+    redo = on_data(prim.fwd, axis=a)
     return record(redo(*[t.data for t in ts]), prim, tuple(ts), ctx=a, redo=redo)
 
 
@@ -233,7 +235,7 @@ def flip(prim: Primitive, x: Tensor, axis: Axis = None) -> Tensor:
     """Reverse the order of elements along ``axis`` (all axes when None)."""
     x = lift(x)
     axes = normalize_axis(axis, x.data.ndim, "flip")
-    redo = functools.partial(NUMPY.flip, axis=axes)
+    redo = backend_call("flip", axis=axes)
     return record(redo(x.data), prim, (x,), ctx=axes, redo=redo)
 
 

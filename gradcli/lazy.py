@@ -1,0 +1,290 @@
+"""Evaluation on the Dask backend (docs/dask.md): the same program, rules and checks as
+:func:`gradcli.evaluate`, on chunked lazy arrays, computed at the end in two passes.
+
+The engine builds one lazy graph of the forward and the backward pass (the Dask array
+namespace, ``autograd/dask_backend.py``). It is computed in two passes, so that what the
+answer does not need is never held: first the forward values (the output and the
+bindings), with floating-point errors counted as an evaluation counts them; then the
+gradients, quietly, as the engine's backward pass runs. The second pass computes the
+forward values it needs again, chunk by chunk, rather than keep them all from the first.
+:func:`evaluate` computes both into memory (a :class:`~gradcli.api.Result` of NumPy
+arrays); :func:`evaluate_into` writes the gradients into a Zarr store chunk by chunk,
+for answers larger than memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from . import autograd as E
+from .errors import InputError
+
+#: the extra that installs what this module needs
+EXTRA = "gradcli[dask]"
+BACKENDS = ("numpy", "dask")
+
+
+def require_dask() -> Any:
+    """The Dask backend module, or an ``InputError`` naming the extra to install."""
+    try:
+        import importlib
+
+        return importlib.import_module(".autograd.dask_backend", __package__)
+    except ImportError as e:
+        missing = getattr(e, "name", None) or "dask"
+        raise InputError(
+            f"--backend dask needs {missing}, which is not installed: pip install '{EXTRA}'"
+        ) from None
+
+
+def check_backend(backend: Any) -> str:
+    if backend not in BACKENDS:
+        raise InputError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    return str(backend)
+
+
+def parse_chunks(text: Any) -> int | None:
+    """``--chunks``: bytes per chunk, as ``128MB``, ``64MiB``, ``1e6`` (bytes) or a number;
+    None: the default (128 MiB)."""
+    if text is None:
+        return None
+    if isinstance(text, bool):
+        raise InputError(f"chunks must be a size in bytes, not {text!r}")
+    if isinstance(text, (int, float)):
+        n = int(text)
+    else:
+        from dask.utils import parse_bytes
+
+        try:
+            n = int(parse_bytes(str(text).strip()))
+        except (ValueError, TypeError):
+            raise InputError(
+                f"chunks must be a size in bytes such as 128MB, 64MiB or 1e6, not {text!r}"
+            ) from None
+    if n < 1:
+        raise InputError(f"chunks must be at least 1 byte, not {text!r}")
+    return n
+
+
+# --- floating-point errors counted in Dask's worker threads --------------------------
+
+
+class _Counts:
+    """Floating-point errors counted from any thread (Dask computes chunks in a pool)."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def add(self, kind: str) -> None:
+        with self._lock:
+            self.counts[kind] = self.counts.get(kind, 0) + 1
+
+
+#: the counter of the computation running in this context. Dask's threaded scheduler
+#: runs each chunk in a copy of the submitting thread's context, NumPy's error state
+#: included, so one callback made once finds the right counter from any worker thread.
+_COUNTER: contextvars.ContextVar[_Counts | None] = contextvars.ContextVar(
+    "gradcli_dask_counter", default=None
+)
+
+
+def _count(kind: str, flag: int) -> None:
+    counter = _COUNTER.get()
+    if counter is not None:
+        counter.add(f"{kind} encountered")
+
+
+@contextlib.contextmanager
+def _counted(into: Any) -> Iterator[None]:
+    """Count the floating-point errors of the chunks computed inside into ``into`` (an
+    evaluation's ``floating_errors``), each chunk of an operation that errs once."""
+    counter = _Counts()
+    token = _COUNTER.set(counter)
+    try:
+        with E.NUMPY.count_errors(_count):
+            yield
+    finally:
+        _COUNTER.reset(token)
+        for kind, n in counter.counts.items():
+            into.counts[kind] = into.counts.get(kind, 0) + n
+
+
+# --- schedulers -------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def scheduler(address: str | None) -> Iterator[Any]:
+    """Where chunks are computed: Dask's threads (None), a ``distributed`` cluster of N
+    local worker processes (``local:N``), or the scheduler at ``address``."""
+    if address is None or address == "threads":
+        yield None
+        return
+    try:
+        from distributed import Client, LocalCluster
+    except ImportError:
+        raise InputError(
+            f"--scheduler needs distributed, which is not installed: pip install '{EXTRA}'"
+        ) from None
+    if address.startswith("local:"):
+        try:
+            n = int(address[len("local:") :])
+        except ValueError:
+            n = 0
+        if n < 1:
+            raise InputError(f"--scheduler local:N needs a number of workers >= 1, not {address}")
+        with (
+            LocalCluster(
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            yield client
+        return
+    try:
+        client = Client(address, timeout="10s")
+    except OSError as e:
+        raise InputError(f"cannot reach the Dask scheduler at {address}: {e}") from None
+    with client:
+        yield client
+
+
+def compute(*arrays: Any, client: Any = None) -> tuple[Any, ...]:
+    """The arrays computed in one pass, on ``client``'s cluster or Dask's threads."""
+    import dask
+
+    if client is not None:
+        return tuple(client.compute(list(arrays), sync=True))
+    return tuple(dask.compute(*arrays, scheduler="threads"))
+
+
+# --- one evaluation -----------------------------------------------------------------------
+
+
+@dataclass
+class Lazy:
+    """One evaluation as lazy arrays, before any chunk is computed."""
+
+    setup: Any
+    run: Any  # api._Run of Dask arrays
+    fp: Any  # the evaluation's floating_errors: what making the graph counted
+    given: dict[str, Any]  # the inputs as given: NumPy arrays, or lazy ones (files)
+
+    @property
+    def read(self) -> list[str]:
+        """The inputs that are not in memory (files, Dask arrays given)."""
+        return [n for n, v in self.given.items() if not isinstance(v, E.NUMPY.ndarray)]
+
+
+def build(
+    expr: str,
+    inputs: Mapping[str, Any] | None,
+    *,
+    wrt: Any = None,
+    grad_output: Any = None,
+    dtype: Any = "float64",
+    seed: int = 0,
+    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: int | None = None,
+    chunks: Any = None,
+) -> Lazy:
+    """Parse, check and run ``expr`` on lazy inputs: the graph of the whole evaluation."""
+    from .api import _fresh, check_seed, prepare
+    from .language import DEFAULT_MAX_PROGRAM_CHARS
+
+    backend = require_dask()
+    nbytes = parse_chunks(chunks)
+    seed = check_seed(seed)
+    with backend.chunk_size(nbytes):
+        setup = prepare(
+            expr,
+            inputs,
+            wrt=wrt,
+            dtype=dtype,
+            max_elements=max_elements,
+            max_program_chars=DEFAULT_MAX_PROGRAM_CHARS
+            if max_program_chars is None
+            else max_program_chars,
+        )
+        given = dict(setup.values)
+        setup.values = {name: backend.DASK.from_array(v) for name, v in setup.values.items()}
+        with E.computation(max_elements) as fp:
+            run = _fresh(setup, grad_output, seed, max_elements)
+    return Lazy(setup, run, fp, given)
+
+
+def evaluate(
+    expr: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    wrt: Any = None,
+    grad_output: Any = None,
+    clip_norm: float | None = None,
+    norm_type: Any = 2.0,
+    clip_value: float | None = None,
+    dtype: Any = "float64",
+    seed: int = 0,
+    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: int | None = None,
+    id: Any = None,
+    chunks: Any = None,
+    scheduler_address: str | None = None,
+) -> Any:
+    """:func:`gradcli.evaluate` on the Dask backend: the same :class:`Result`, of NumPy
+    arrays, computed chunk by chunk (``chunks``: bytes per chunk) on Dask's threads or
+    the cluster at ``scheduler_address`` (``local:N``, ``tcp://host:8786``)."""
+    from .api import _check_limit, _finish, _Run, check_norm_type
+
+    clip_norm = _check_limit(clip_norm, "clip_norm")
+    clip_value = _check_limit(clip_value, "clip_value")
+    if clip_norm is not None or clip_value is not None:
+        raise InputError(
+            "gradient clipping is not available with the Dask backend yet: use --backend numpy"
+        )
+    check_norm_type(norm_type)
+    lazy = build(
+        expr,
+        inputs,
+        wrt=wrt,
+        grad_output=grad_output,
+        dtype=dtype,
+        seed=seed,
+        max_elements=max_elements,
+        max_program_chars=max_program_chars,
+        chunks=chunks,
+    )
+    run = lazy.run
+    names = list(run.intermediates)
+    with scheduler(scheduler_address) as client:
+        # pass 1: the forward values, errors counted
+        with _counted(lazy.fp):
+            value, *values = compute(
+                run.value, *(run.intermediates[n][0] for n in names), client=client
+            )
+        # pass 2: the gradients, quietly (as the engine's backward pass)
+        asked = [n for n, g in run.grads.items() if g is not None]
+        kept = [n for n in names if run.intermediates[n][1] is not None]
+        with E.NUMPY.quiet():
+            grads = compute(
+                *(run.grads[n] for n in asked),
+                *(run.intermediates[n][1] for n in kept),
+                *(lazy.setup.values[n] for n in lazy.read),
+                client=client,
+            )
+    by_name = dict(zip(asked, grads[: len(asked)], strict=True))
+    kept_grads = dict(zip(kept, grads[len(asked) : len(asked) + len(kept)], strict=True))
+    read = dict(zip(lazy.read, grads[len(asked) + len(kept) :], strict=True))
+    lazy.setup.values = {n: read.get(n, v) for n, v in lazy.given.items()}
+    done = _Run(
+        value=value,
+        grads={n: by_name.get(n) for n in run.grads},
+        intermediates={n: (v, kept_grads.get(n)) for n, v in zip(names, values, strict=True)},
+        reduction=run.reduction,
+        literal_overflow=run.literal_overflow,
+    )
+    return _finish(expr, lazy.setup, done, None, lazy.fp, id)
