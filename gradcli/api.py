@@ -61,10 +61,15 @@ class Result:
     id: Any = None
     warnings: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: the total gradient norm, when the evaluation learnt it as it wrote the gradients
+    #: (``gradcli.lazy.evaluate_into``, whose gradients are not in memory)
+    grad_norm: float | None = field(default=None, repr=False)
 
     @property
     def total_grad_norm(self) -> float:
         """The 2-norm of all input gradients together (the norm of the per-input norms)."""
+        if self.grad_norm is not None:
+            return self.grad_norm
         return E.total_norm([g for g in self.grads.values() if g is not None], 2.0)
 
     def to_json(self) -> dict[str, Any]:
@@ -408,8 +413,17 @@ def _clip(
 
 
 def _finish(
-    expr: str, setup: Setup, run: _Run, clip: dict[str, float] | None, fp: Any, id: Any
+    expr: str,
+    setup: Setup,
+    run: _Run,
+    clip: dict[str, float] | None,
+    fp: Any,
+    id: Any,
+    finite: dict[str, bool] | None = None,
 ) -> Result:
+    """The Result, with its notes and warnings. ``finite``: whether the output
+    (``"output"``) and each gradient (by input name) is all finite, when the caller knows
+    (an evaluation on Dask learns it as it writes them: gradcli.lazy); else looked at."""
     warnings = fp.messages()
     notes = []
     if run.reduction == "sum":
@@ -421,9 +435,13 @@ def _finish(
         notes.append(_clip_note(clip))
     if run.literal_overflow:
         warnings.append("a number in the program is too large for a float and became inf")
-    if not E.all_finite(run.value):
+    if not (E.all_finite(run.value) if finite is None else finite["output"]):
         warnings.append("the output has non-finite values (nan or inf)")
-    bad = [n for n, g in run.grads.items() if g is not None and not E.all_finite(g)]
+    bad = [
+        n
+        for n, g in run.grads.items()
+        if g is not None and not (E.all_finite(g) if finite is None else finite[n])
+    ]
     if bad:
         warnings.append("non-finite gradient for " + ", ".join(bad))
 

@@ -44,6 +44,7 @@ def format_array(
     precision: int = 4,
     full: bool = False,
     linewidth: int | None = None,
+    corners: bool = False,
 ) -> str:
     """Format an array as NumPy prints it; ``None`` (no gradient) becomes ``"—"``.
 
@@ -55,14 +56,17 @@ def format_array(
     """
     if a is None:
         return NO_GRAD
-    arr = np.asarray(a)
+    if corners:  # already the corners of a larger array (viewable)
+        arr = np.asarray(a)
+    else:
+        arr, corners = viewable(a, full)
     text = np.array2string(
         arr,
         max_line_width=_NP_LINEWIDTH if linewidth is None else max(1, linewidth),
         precision=precision,
         suppress_small=False,
         separator=" ",
-        threshold=sys.maxsize if full else _NP_THRESHOLD,
+        threshold=0 if corners else sys.maxsize if full else _NP_THRESHOLD,
         edgeitems=_NP_EDGEITEMS,
         floatmode="maxprec",
         legacy=False,
@@ -70,6 +74,28 @@ def format_array(
     if arr.ndim == 0 and arr.dtype.kind == "f":
         text = _BARE_POINT.sub(".0", text)
     return text
+
+
+def viewable(a: Any, full: bool = False) -> tuple[np.ndarray, bool]:
+    """``(array, corners)``: what NumPy formats to show ``a``. A lazy array (the Dask
+    backend's, a Zarr array) too large to be shown whole is read only where NumPy's summary
+    shows it: along each long axis its first three and last three elements and one between
+    (never shown), which formatted with a summary at every size (``corners``) prints as
+    the whole array would."""
+    if isinstance(a, np.ndarray) or not hasattr(a, "shape"):
+        return np.asarray(a), False
+    size = 1
+    for n in a.shape:
+        size *= n
+    if full or size <= _NP_THRESHOLD:
+        return np.asarray(a), False
+    e = _NP_EDGEITEMS
+    part = a
+    for axis, n in enumerate(a.shape):
+        if n > 2 * e:
+            index = [*range(e + 1), *range(n - e, n)]
+            part = part[(slice(None),) * axis + (np.asarray(index),)]
+    return np.asarray(part), True
 
 
 class ArrayCell:
@@ -80,7 +106,7 @@ class ArrayCell:
     """
 
     def __init__(self, array: np.ndarray, *, precision: int = 4, full: bool = False) -> None:
-        self.array = np.asarray(array)
+        self.array, self.corners = viewable(array, full)
         self.precision = precision
         self.full = full
         self._cache: dict[int, str] = {}
@@ -89,7 +115,11 @@ class ArrayCell:
         """The array formatted for lines of at most ``linewidth`` characters."""
         if linewidth not in self._cache:
             self._cache[linewidth] = format_array(
-                self.array, precision=self.precision, full=self.full, linewidth=linewidth
+                self.array,
+                precision=self.precision,
+                full=self.full,
+                linewidth=linewidth,
+                corners=self.corners,
             )
         return self._cache[linewidth]
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import threading
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -218,6 +219,18 @@ def build(
     return Lazy(setup, run, fp, given)
 
 
+def _checked(clip_norm: Any, clip_value: Any, norm_type: Any) -> None:
+    from .api import _check_limit, check_norm_type
+
+    if _check_limit(clip_norm, "clip_norm") is not None or (
+        _check_limit(clip_value, "clip_value") is not None
+    ):
+        raise InputError(
+            "gradient clipping is not available with the Dask backend yet: use --backend numpy"
+        )
+    check_norm_type(norm_type)
+
+
 def evaluate(
     expr: str,
     inputs: Mapping[str, Any] | None = None,
@@ -238,15 +251,9 @@ def evaluate(
     """:func:`gradcli.evaluate` on the Dask backend: the same :class:`Result`, of NumPy
     arrays, computed chunk by chunk (``chunks``: bytes per chunk) on Dask's threads or
     the cluster at ``scheduler_address`` (``local:N``, ``tcp://host:8786``)."""
-    from .api import _check_limit, _finish, _Run, check_norm_type
+    from .api import _finish, _Run
 
-    clip_norm = _check_limit(clip_norm, "clip_norm")
-    clip_value = _check_limit(clip_value, "clip_value")
-    if clip_norm is not None or clip_value is not None:
-        raise InputError(
-            "gradient clipping is not available with the Dask backend yet: use --backend numpy"
-        )
-    check_norm_type(norm_type)
+    _checked(clip_norm, clip_value, norm_type)
     lazy = build(
         expr,
         inputs,
@@ -260,16 +267,14 @@ def evaluate(
     )
     run = lazy.run
     names = list(run.intermediates)
+    asked = [n for n, g in run.grads.items() if g is not None]
+    kept = [n for n in names if run.intermediates[n][1] is not None]
     with scheduler(scheduler_address) as client:
-        # pass 1: the forward values, errors counted
-        with _counted(lazy.fp):
+        with _counted(lazy.fp):  # pass 1: the forward values, errors counted
             value, *values = compute(
                 run.value, *(run.intermediates[n][0] for n in names), client=client
             )
-        # pass 2: the gradients, quietly (as the engine's backward pass)
-        asked = [n for n, g in run.grads.items() if g is not None]
-        kept = [n for n in names if run.intermediates[n][1] is not None]
-        with E.NUMPY.quiet():
+        with E.NUMPY.quiet():  # pass 2: the gradients, quietly (as the backward pass)
             grads = compute(
                 *(run.grads[n] for n in asked),
                 *(run.intermediates[n][1] for n in kept),
@@ -288,3 +293,77 @@ def evaluate(
         literal_overflow=run.literal_overflow,
     )
     return _finish(expr, lazy.setup, done, None, lazy.fp, id)
+
+
+def evaluate_into(
+    path: str,
+    expr: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    wrt: Any = None,
+    grad_output: Any = None,
+    clip_norm: float | None = None,
+    norm_type: Any = 2.0,
+    clip_value: float | None = None,
+    dtype: Any = "float64",
+    seed: int = 0,
+    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: int | None = None,
+    id: Any = None,
+    chunks: Any = None,
+    scheduler_address: str | None = None,
+) -> Any:
+    """:func:`evaluate`, with the output and the gradients written into the Zarr group
+    ``path`` chunk by chunk (``--save out.zarr``: ``output`` and ``grad_NAME``, as
+    ``--save`` names them) instead of into memory: the output in the first pass, the
+    gradients in the second. The Result's arrays are read back from the group lazily,
+    its inputs and bindings are lazy too: showing one reads only what is shown."""
+    from .api import _finish, _Run
+    from .io.chunked import ZarrWriter, read_zarr_group
+
+    _checked(clip_norm, clip_value, norm_type)
+    lazy = build(
+        expr,
+        inputs,
+        wrt=wrt,
+        grad_output=grad_output,
+        dtype=dtype,
+        seed=seed,
+        max_elements=max_elements,
+        max_program_chars=max_program_chars,
+        chunks=chunks,
+    )
+    run = lazy.run
+    grads = {f"grad_{n}": g for n, g in run.grads.items() if g is not None}
+    grads.update({f"grad_{n}": g for n, (_, g) in run.intermediates.items() if g is not None})
+    writer = ZarrWriter(path)
+    try:
+        with scheduler(scheduler_address) as client:
+
+            def on_cluster(*arrays: Any) -> tuple[Any, ...]:
+                return compute(*arrays, client=client)
+
+            with _counted(lazy.fp):  # pass 1: the output, errors counted
+                stats = writer.store({"output": run.value}, on_cluster)
+            with E.NUMPY.quiet():  # pass 2: the gradients, quietly
+                stats.update(writer.store(grads, on_cluster))
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+    saved = read_zarr_group(path)
+    done = _Run(
+        value=saved["output"],
+        grads={n: None if g is None else saved[f"grad_{n}"] for n, g in run.grads.items()},
+        intermediates={
+            n: (v, None if g is None else saved[f"grad_{n}"])
+            for n, (v, g) in run.intermediates.items()
+        },
+        reduction=run.reduction,
+        literal_overflow=run.literal_overflow,
+    )
+    asked = [n for n, g in run.grads.items() if g is not None]
+    finite = {"output": stats["output"][0], **{n: stats[f"grad_{n}"][0] for n in asked}}
+    result = _finish(expr, lazy.setup, done, None, lazy.fp, id, finite=finite)
+    result.grad_norm = math.sqrt(math.fsum(stats[f"grad_{n}"][1] ** 2 for n in asked))
+    return result

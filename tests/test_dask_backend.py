@@ -181,3 +181,140 @@ def test_chunk_sizes(text: Any) -> None:
 def test_bad_chunk_sizes_are_input_errors(text: Any) -> None:
     with pytest.raises(InputError, match="chunks"):
         lazy.parse_chunks(text)
+
+
+# --- files read and written a chunk at a time ------------------------------------------
+
+
+def _chunks_of(nbytes: int) -> Any:
+    from gradcli.autograd.dask_backend import DASK, chunk_size
+
+    def chunks_for(shape: tuple[int, ...], dtype: Any) -> Any:
+        with chunk_size(nbytes):
+            return DASK.chunks_for(shape, dtype)
+
+    return chunks_for
+
+
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_an_npy_file_is_read_a_chunk_at_a_time(tmp_path: Any, order: str) -> None:
+    from gradcli.io.chunked import lazy_npy
+
+    want = np.asarray(np.arange(600.0).reshape(20, 30) / 7, order=order)
+    np.save(tmp_path / "x.npy", want)
+    x = lazy_npy(
+        str(tmp_path / "x.npy"), name="x", dtype="float64", max_elements=None,
+        chunks_for=_chunks_of(400),
+    )  # fmt: skip
+    assert x.npartitions > 10
+    assert (x.compute() == want).all()
+    assert lazy_npy(
+        str(tmp_path / "x.npy"), name="x", dtype="float32", max_elements=None,
+        chunks_for=_chunks_of(400),
+    ).compute().dtype == np.float32  # fmt: skip
+
+
+def test_a_bad_npy_file_is_refused_before_any_chunk(tmp_path: Any) -> None:
+    from gradcli.errors import LimitError
+    from gradcli.io.chunked import lazy_npy
+
+    np.save(tmp_path / "o.npy", np.array([1, "a"], dtype=object), allow_pickle=True)
+    with pytest.raises(InputError, match="Python objects"):
+        lazy_npy(str(tmp_path / "o.npy"), name="o", dtype="float64", max_elements=None,
+                 chunks_for=_chunks_of(400))  # fmt: skip
+    np.save(tmp_path / "t.npy", np.arange(100.0))
+    data = (tmp_path / "t.npy").read_bytes()
+    (tmp_path / "t.npy").write_bytes(data[:-8])
+    with pytest.raises(InputError, match="truncated"):
+        lazy_npy(str(tmp_path / "t.npy"), name="t", dtype="float64", max_elements=None,
+                 chunks_for=_chunks_of(400))  # fmt: skip
+    np.save(tmp_path / "big.npy", np.arange(100.0))
+    with pytest.raises(LimitError):
+        lazy_npy(str(tmp_path / "big.npy"), name="b", dtype="float64", max_elements=99,
+                 chunks_for=_chunks_of(400))  # fmt: skip
+
+
+def test_zarr_arrays_and_group_members(tmp_path: Any) -> None:
+    import zarr
+
+    from gradcli.io.chunked import lazy_zarr
+
+    z = zarr.open_array(str(tmp_path / "a.zarr"), mode="w", shape=(100,), chunks=(16,),
+                        dtype="f8")  # fmt: skip
+    z[:] = np.arange(100.0)
+    g = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    g.create_array("p", shape=(4,), dtype="f4", chunks=(2,))[:] = [1, 2, 3, 4]
+    g.create_array("q", shape=(2,), dtype="i8", chunks=(2,))[:] = [5, 6]
+
+    def read(spec: str) -> Any:
+        return lazy_zarr(str(tmp_path / spec), name="x", dtype="float64", max_elements=None,
+                         chunks_for=_chunks_of(256))  # fmt: skip
+
+    a = read("a.zarr")
+    assert all(c % 16 == 0 for c in a.chunks[0][:-1])  # whole chunks of the store
+    assert a.compute().tolist() == list(np.arange(100.0))
+    assert read("g.zarr:q").compute().tolist() == [5.0, 6.0]
+    with pytest.raises(InputError, match="group of 2 arrays"):
+        read("g.zarr")
+    with pytest.raises(InputError, match='no array "r"'):
+        read("g.zarr:r")
+    with pytest.raises(InputError, match="no such Zarr store"):
+        read("none.zarr")
+
+
+def test_evaluate_into_a_zarr_group_gives_numpys_numbers(tmp_path: Any) -> None:
+    from gradcli.io.chunked import read_zarr_group
+
+    inputs = {"a": np.linspace(-2, 2, 3000), "b": np.linspace(0, 1, 3000)}
+    text = "h = tanh(a); sum(h * exp(-b**2))"
+    want = gradcli.evaluate(text, inputs)
+    out = str(tmp_path / "out.zarr")
+    got = lazy.evaluate_into(out, text, inputs, chunks=4096)
+    saved = read_zarr_group(out)
+    assert sorted(saved) == ["grad_a", "grad_b", "grad_h", "output"]
+    _close(saved["output"].compute(), want.value, "output")
+    for n in "ab":
+        _close(saved[f"grad_{n}"].compute(), want.grads[n], n)
+        _close(got.grads[n].compute(), want.grads[n], n)
+    _close(saved["grad_h"].compute(), want.intermediates["h"][1], "h")
+    assert got.total_grad_norm == pytest.approx(want.total_grad_norm, rel=1e-12)
+    assert (got.warnings, got.notes) == (want.warnings, want.notes)
+    # a second save replaces the group whole; a failed one leaves it as it was
+    lazy.evaluate_into(out, "sum(a * 2)", {"a": np.ones(5)})
+    assert sorted(read_zarr_group(out)) == ["grad_a", "output"]
+    with pytest.raises(InputError):
+        lazy.evaluate_into(out, "sum(x[[0, 0]])", {"x": np.ones(5)})
+    assert sorted(read_zarr_group(out)) == ["grad_a", "output"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]  # nothing left over
+
+
+def test_a_nonfinite_gradient_written_to_zarr_is_warned_about(tmp_path: Any) -> None:
+    x = np.array([1.0, 0.0, 4.0])
+    want = gradcli.evaluate("sum(sqrt(x))", {"x": x})
+    got = lazy.evaluate_into(str(tmp_path / "o.zarr"), "sum(sqrt(x))", {"x": x}, chunks=8)
+    assert got.warnings == want.warnings
+    assert "non-finite gradient for x" in got.warnings
+
+
+@pytest.mark.parametrize("shape", [(5000,), (40, 30), (3, 500), (7, 8, 30), (2000, 1)])
+def test_a_lazy_array_is_shown_as_numpy_summarises_it_reading_only_the_corners(
+    shape: tuple[int, ...],
+) -> None:
+    from gradcli.layout import format_array
+
+    want = np.arange(np.prod(shape), dtype=float).reshape(shape) / 7
+    assert format_array(da.from_array(want, chunks=64)) == format_array(want)
+    assert format_array(da.from_array(want, chunks=64), precision=2, linewidth=40) == (
+        format_array(want, precision=2, linewidth=40)
+    )
+
+
+def test_showing_a_lazy_array_reads_only_the_chunks_at_its_corners() -> None:
+    from gradcli.layout import format_array
+
+    a = da.from_array(Counted(), chunks=8, asarray=True)  # 40 elements, 5 chunks
+    big = da.concatenate([a] * 50)  # 2,000 elements, 250 chunks
+    READS.clear()
+    text = format_array(big)
+    assert text == format_array(np.concatenate([np.arange(40.0)] * 50))
+    assert len(READS) == 2  # the first chunk and the last

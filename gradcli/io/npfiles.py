@@ -24,18 +24,11 @@ from .jsonio import _short
 from .values import DTypeArg, _as_dtype, _check_limit, _float_dtype
 
 
-def read_npy(
+def npy_header(
     f: IO[bytes], *, size: int | None, name: str, shown: str, max_elements: int | None
-) -> np.ndarray:
-    """The array of one ``.npy`` stream (a file, or a member of an ``.npz`` archive).
-
-    The header is read and checked first: an object array, a dtype that is not a real number
-    type, a shape over ``max_elements`` (a :class:`LimitError`) or, when ``size`` (the bytes
-    the stream holds) is known, a truncated stream is refused before any data is allocated
-    or read. Format versions 1.0, 2.0 and 3.0 are read (3.0 differs from 2.0 only in a UTF-8
-    header, which for a numeric array is ASCII). ``f`` must be seekable; the array is read
-    with ``allow_pickle=False``.
-    """
+) -> tuple[tuple[int, ...], bool, np.dtype[Any], int]:
+    """``(shape, fortran_order, dtype, data offset)`` of the ``.npy`` stream at ``f``'s
+    position, checked as :func:`read_npy` checks it; ``f`` is left past the header."""
 
     def bad(cause: str) -> InputError:
         return InputError(f"{name}: cannot read {shown} as .npy: {cause}")
@@ -51,22 +44,40 @@ def read_npy(
             raise bad(f"unsupported format version {version[0]}.{version[1]}")
     except (ValueError, EOFError, SyntaxError, TypeError) as e:
         raise bad(f"not a valid .npy file ({e})") from None
-    shape, _fortran, file_dtype = header
+    shape, fortran, file_dtype = header
     if file_dtype.hasobject:
         raise bad("it holds Python objects; only numeric arrays are read")
     if file_dtype.kind not in "iuf":
         raise bad(f"dtype {file_dtype} is not a real number type")
     _check_limit(name, shape, max_elements)
-    need = f.tell() - start + math.prod(shape) * file_dtype.itemsize
+    offset = f.tell() - start
+    need = offset + math.prod(shape) * file_dtype.itemsize
     if size is not None and size < need:
         raise bad(f"the file is truncated ({size} bytes, the header says {need})")
+    return tuple(shape), bool(fortran), file_dtype, offset
+
+
+def read_npy(
+    f: IO[bytes], *, size: int | None, name: str, shown: str, max_elements: int | None
+) -> np.ndarray:
+    """The array of one ``.npy`` stream (a file, or a member of an ``.npz`` archive).
+
+    The header is read and checked first: an object array, a dtype that is not a real number
+    type, a shape over ``max_elements`` (a :class:`LimitError`) or, when ``size`` (the bytes
+    the stream holds) is known, a truncated stream is refused before any data is allocated
+    or read. Format versions 1.0, 2.0 and 3.0 are read (3.0 differs from 2.0 only in a UTF-8
+    header, which for a numeric array is ASCII). ``f`` must be seekable; the array is read
+    with ``allow_pickle=False``.
+    """
+    start = f.tell()
+    npy_header(f, size=size, name=name, shown=shown, max_elements=max_elements)
     f.seek(start)
     try:
         arr = np.lib.format.read_array(f, allow_pickle=False)
     except (ValueError, EOFError, SyntaxError, TypeError) as e:
-        raise bad(str(e)) from None
+        raise InputError(f"{name}: cannot read {shown} as .npy: {e}") from None
     if not isinstance(arr, np.ndarray):  # pragma: no cover - read_array returns arrays
-        raise bad("not a single array")
+        raise InputError(f"{name}: cannot read {shown} as .npy: not a single array")
     _check_limit(name, arr.shape, max_elements)
     return arr
 

@@ -1,0 +1,224 @@
+"""Arrays read and written a chunk at a time, for the Dask backend (docs/dask.md, "Files").
+
+``x=@big.npy`` is read part by part through a memory map, never whole
+(:func:`lazy_npy`); ``x=@data.zarr`` or ``x=@data.zarr:name`` is a Zarr array or a member
+of a Zarr group (:func:`lazy_zarr`); ``--save out.zarr`` writes every array chunk by chunk
+into a new Zarr group that replaces ``out.zarr`` only once it is complete
+(:class:`ZarrWriter`). Needs the ``gradcli[dask]`` extra: nothing imports this module
+without it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import dask.array as da
+import numpy as np
+
+from ..errors import InputError
+from .bounded import _os_cause
+from .jsonio import _short
+from .npfiles import _keys_text, npy_header
+from .values import DTypeArg, _check_limit, _float_dtype
+
+ZARR = ".zarr"
+
+
+class NpyParts:
+    """An ``.npy`` file as an array that Dask reads a part at a time: each read maps the
+    file and copies out only its part. It pickles as its path and layout, so the workers
+    of a cluster read the file themselves and the task graph never carries the data (a
+    memory map given to ``dask.array.from_array`` is hashed whole, and pickled whole)."""
+
+    def __init__(
+        self, path: str, shape: tuple[int, ...], dtype: Any, fortran: bool, offset: int
+    ) -> None:
+        self.path = path
+        self.shape = shape
+        self.dtype = np.dtype(dtype)
+        self.fortran = fortran
+        self.offset = offset
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if 0 in self.shape:  # a file of no elements cannot be mapped
+            return np.empty(self.shape, self.dtype)[key]
+        mm = np.memmap(
+            self.path,
+            dtype=self.dtype,
+            mode="r",
+            offset=self.offset,
+            shape=self.shape,
+            order="F" if self.fortran else "C",
+        )
+        return np.array(mm[key])
+
+
+def lazy_npy(
+    path: str, *, name: str, dtype: DTypeArg, max_elements: int | None, chunks_for: Any
+) -> Any:
+    """The array of an ``.npy`` file, lazily: its header read and checked now (as
+    ``read_npy`` checks it), its data chunk by chunk when computed."""
+    dt = _float_dtype(dtype)
+    shown = _short(path, 200)
+    full = os.path.expanduser(path)
+    try:
+        with open(full, "rb") as f:
+            st = os.fstat(f.fileno())
+            shape, fortran, file_dtype, offset = npy_header(
+                f, size=st.st_size, name=name, shown=f"file {shown}", max_elements=max_elements
+            )
+    except OSError as e:
+        raise InputError(f"{name}: cannot read file {shown}: {_os_cause(e)}") from None
+    parts = NpyParts(os.path.abspath(full), shape, file_dtype, fortran, offset)
+    token = f"npy-{uuid.uuid5(uuid.NAMESPACE_URL, f'{parts.path}:{st.st_mtime_ns}:{st.st_size}')}"
+    arr = da.from_array(
+        parts, chunks=chunks_for(shape, file_dtype), name=token, asarray=True, fancy=False
+    )
+    return arr if arr.dtype == dt else arr.astype(dt)
+
+
+def split_zarr(path: str) -> tuple[str, str | None]:
+    """``PATH.zarr:NAME`` as ``(PATH.zarr, NAME)``; a plain path with no name."""
+    lower = path.lower()
+    at = lower.find(ZARR + ":")
+    if at < 0:
+        return path, None
+    return path[: at + len(ZARR)], path[at + len(ZARR) + 1 :]
+
+
+def is_zarr(path: str) -> bool:
+    store, _ = split_zarr(path)
+    return store.lower().rstrip("/\\").endswith(ZARR)
+
+
+def lazy_zarr(
+    path: str, *, name: str, dtype: DTypeArg, max_elements: int | None, chunks_for: Any
+) -> Any:
+    """A Zarr array, or the member ``NAME`` of a Zarr group (``@data.zarr:NAME``; a group
+    of one array needs no name), lazily, in chunks that are whole multiples of the
+    store's own."""
+    import zarr
+
+    dt = _float_dtype(dtype)
+    store, key = split_zarr(path)
+    shown = _short(store, 200)
+    full = os.path.expanduser(store)
+    if not os.path.exists(full):
+        raise InputError(f"{name}: cannot read {shown}: no such Zarr store")
+    try:
+        node = zarr.open(full, mode="r")
+        if isinstance(node, zarr.Group):
+            members = {k: v for k, v in node.members() if isinstance(v, zarr.Array)}
+            if key is None:
+                if len(members) != 1:
+                    raise InputError(
+                        f"{name}: {shown} is a Zarr group of {len(members)} arrays "
+                        f"({_keys_text(members)}): name one, @{store}:NAME"
+                    )
+                (node,) = members.values()
+            elif key not in members:
+                raise InputError(
+                    f"{name}: {shown} has no array {_short(key)} (it has: {_keys_text(members)})"
+                )
+            else:
+                node = members[key]
+        elif key is not None:
+            raise InputError(f"{name}: {shown} is one array, not a group: write @{store}")
+    except InputError:
+        raise
+    except Exception as e:  # zarr's errors for a store that is not one
+        raise InputError(f"{name}: cannot read {shown} as Zarr: {e}") from None
+    if node.dtype.kind not in "iuf":
+        raise InputError(f"bad value for {name}: a Zarr array of dtype {node.dtype} is not numeric")
+    _check_limit(name, node.shape, max_elements)
+    chunks = da.core.normalize_chunks(
+        "auto",
+        node.shape,
+        limit=max(_bytes_of(chunks_for, node.shape, node.dtype), node.dtype.itemsize),
+        dtype=node.dtype,
+        previous_chunks=node.chunks,
+    )
+    arr = da.from_zarr(node, chunks=chunks)
+    return arr if arr.dtype == dt else arr.astype(dt)
+
+
+def _bytes_of(chunks_for: Any, shape: tuple[int, ...], dtype: Any) -> int:
+    """The bytes of the largest chunk ``chunks_for`` gives an array of ``shape``."""
+    chunks = chunks_for(shape, dtype)
+    n = 1
+    for c in chunks:
+        n *= max(c) if c else 1
+    return n * np.dtype(dtype).itemsize
+
+
+class ZarrWriter:
+    """``--save out.zarr``: a new Zarr group beside the path, filled by :meth:`store`,
+    put in the path's place by :meth:`commit` (a rename; an old ``out.zarr`` is moved
+    aside first and deleted after), removed by :meth:`abort` if the work fails. Readers
+    see the old group or the whole new one, never a part."""
+
+    def __init__(self, path: str) -> None:
+        import zarr
+
+        self.path = os.path.abspath(os.path.expanduser(path))
+        folder = os.path.dirname(self.path)
+        self.tmp = os.path.join(folder, f".{os.path.basename(self.path)}.{uuid.uuid4().hex}.tmp")
+        try:
+            self.group = zarr.open_group(self.tmp, mode="w")
+        except OSError as e:
+            raise InputError(f"cannot write {_short(path, 200)}: {_os_cause(e)}") from None
+
+    def store(
+        self, arrays: Mapping[str, Any], compute: Callable[..., tuple[Any, ...]]
+    ) -> dict[str, tuple[bool, float]]:
+        """Write ``arrays`` (Dask or NumPy) into the group, chunk by chunk, in one pass of
+        ``compute``; returns, by name, whether each array's values are all finite and its
+        2-norm (what a table's caption shows of gradients, learnt in the same pass)."""
+        sources: list[Any] = []
+        targets: list[Any] = []
+        flags: list[Any] = []
+        for name, a in arrays.items():
+            if not isinstance(a, da.Array):
+                a = da.from_array(np.asarray(a), chunks=np.shape(a) or ())
+            if a.ndim:
+                a = a.rechunk(a.chunksize)  # Zarr's chunks are regular
+            target = self.group.create_array(
+                name, shape=a.shape, dtype=a.dtype, chunks=a.chunksize if a.ndim else ()
+            )
+            sources.append(a)
+            targets.append(target)
+            flags.append(da.isfinite(a).all())
+            flags.append(da.sqrt(da.sum(abs(a) * abs(a))))
+        stored = da.store(sources, targets, lock=False, compute=False)
+        stats = compute(stored, *flags)[1:]
+        return {
+            name: (bool(stats[2 * i]), float(stats[2 * i + 1])) for i, name in enumerate(arrays)
+        }
+
+    def commit(self) -> None:
+        old = None
+        if os.path.lexists(self.path):
+            old = f"{self.tmp}.old"
+            os.rename(self.path, old)
+        os.rename(self.tmp, self.path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True) if os.path.isdir(old) else os.remove(old)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def read_zarr_group(path: str) -> dict[str, Any]:
+    """The arrays of a Zarr group, lazily (what ``--save out.zarr`` wrote)."""
+    import zarr
+
+    group = zarr.open_group(os.path.expanduser(path), mode="r")
+    return {k: da.from_zarr(v) for k, v in group.members() if isinstance(v, zarr.Array)}
