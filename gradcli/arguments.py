@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,76 @@ def _split_names(text: str | None) -> list[str] | None:
     return [n.strip() for n in text.split(",") if n.strip()]
 
 
+@dataclass
+class Scale:
+    """A command's ``--backend``, ``--chunks`` and ``--scheduler`` (docs/dask.md): how its
+    input files are read and where its program is evaluated."""
+
+    backend: options.BackendName | None
+    chunks: str | None
+    scheduler: str | None
+    #: whether the evaluation wrote ``--save out.zarr`` itself, a chunk at a time
+    saved: bool = False
+
+    @property
+    def chunked(self) -> str:
+        """How input files are read (``inputs.read_value``): a chunk at a time with
+        ``--backend dask``, never with ``--backend numpy``, when they must by default."""
+        from .inputs import ALWAYS, AUTO, NEVER
+
+        if self.backend is None:
+            return AUTO
+        return ALWAYS if self.backend is options.BackendName.dask else NEVER
+
+    @property
+    def chunk_bytes(self) -> int | None:
+        if self.chunks is None:
+            return None
+        from .lazy import parse_chunks, require_dask
+
+        require_dask()
+        return parse_chunks(self.chunks)
+
+    def on_dask(self, inputs: dict[str, Any], quiet: bool) -> bool:
+        """Whether to evaluate on Dask: asked for, or an input was read a chunk at a time
+        (a Zarr store, a large ``.npy`` file), which is said on stderr."""
+        if self.backend is options.BackendName.dask:
+            return True
+        lazy = [n for n, v in inputs.items() if type(v).__module__.startswith("dask.")]
+        if self.backend is None and lazy:
+            if not quiet:
+                from . import present
+
+                names = ", ".join(f"`{n}`" for n in lazy)
+                present.make_console(stderr=True).print(
+                    f"note: evaluated with --backend dask: {names} "
+                    f"{'is' if len(lazy) == 1 else 'are'} read a chunk at a time",
+                    markup=False,
+                    soft_wrap=True,
+                )
+            return True
+        if self.chunks is not None or self.scheduler is not None:
+            from .errors import InputError
+
+            raise InputError("--chunks and --scheduler go with --backend dask")
+        return False
+
+    def evaluate(
+        self, kwargs: dict[str, Any], limited: dict[str, Any], save: Path | None, quiet: bool
+    ) -> Any:
+        """The evaluation on Dask: into ``--save out.zarr`` a chunk at a time when that is
+        where the result goes, else into memory; a progress bar on a terminal's stderr."""
+        from . import lazy, present
+
+        where: dict[str, Any] = {"chunks": self.chunk_bytes, "scheduler_address": self.scheduler}
+        show = not quiet and sys.stderr.isatty() and self.scheduler is None
+        with lazy.progress(show, present.make_console(stderr=True)):
+            if save is not None and str(save).rstrip("/\\").lower().endswith(".zarr"):
+                self.saved = True
+                return lazy.evaluate_into(str(save), **kwargs, **limited, **where)
+            return lazy.evaluate(**kwargs, **limited, **where)
+
+
 def _program_and_inputs(
     expr: str | None,
     values: list[str] | None,
@@ -168,13 +239,16 @@ def _program_and_inputs(
     dtype: options.DType,
     seed: int,
     limits: options.Limits,
+    scale: Scale | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    from .inputs import read_program_and_inputs
+    from .inputs import NEVER, read_program_and_inputs
 
     return read_program_and_inputs(
         expr, values, file, inputs, dtype=dtype.value, seed=seed,
         max_elements=limits.elements, max_program_chars=limits.program_chars,
         max_stdin_bytes=limits.stdin_bytes,
+        chunked=NEVER if scale is None else scale.chunked,
+        chunk_bytes=None if scale is None else scale.chunk_bytes,
     )  # fmt: skip
 
 

@@ -24,6 +24,7 @@ import typer
 
 from . import __version__, options
 from .arguments import (
+    Scale,
     _analyse,
     _check_save,
     _Command,
@@ -95,9 +96,13 @@ def eval_command(
         typer.Option(
             "--save",
             metavar="FILE",
-            help="Write the result: .npz (output and gradients), .json or .npy (one array).",
+            help="Write the result: .npz or .zarr (output and gradients), .json or .npy "
+            "(one array).",
         ),
     ] = None,
+    backend: options.BackendOpt = None,
+    chunks: options.ChunksOpt = None,
+    scheduler: options.SchedulerOpt = None,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
@@ -105,6 +110,7 @@ def eval_command(
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
+    scale = Scale(backend, chunks, scheduler)
     with _failures(json_out, debug) as state:
         from . import present
         from .api import evaluate, request_id, request_kwargs
@@ -121,7 +127,9 @@ def eval_command(
             state.id = request_id(request)
             kwargs = request_kwargs(request)
         else:
-            text, given = _program_and_inputs(expr, values, file, inputs, dtype, seed, limits)
+            text, given = _program_and_inputs(
+                expr, values, file, inputs, dtype, seed, limits, scale=scale
+            )
             upstream_grad = None
             if grad_output is not None:
                 upstream_grad = read_value(
@@ -139,8 +147,16 @@ def eval_command(
                 "dtype": dtype.value,
                 "seed": seed,
             }
-        result = evaluate(**kwargs, max_elements=max_elements, max_program_chars=max_program_chars)
-        if save is not None:  # before printing: a failed save must not follow a success
+        limited: dict[str, Any] = {
+            "max_elements": max_elements,
+            "max_program_chars": max_program_chars,
+        }
+        if scale.on_dask(kwargs["inputs"], quiet):
+            result = scale.evaluate(kwargs, limited, save, quiet)
+        else:
+            result = evaluate(**kwargs, **limited)
+        # saved before printing: a failed save must not follow a success
+        if save is not None and not scale.saved:  # (on Dask, --save .zarr is written already)
             save_result(str(save), result.to_json, arrays_to_save(result))
         _report(result, quiet=quiet, table=not json_out)
         if json_out:

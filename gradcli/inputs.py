@@ -23,6 +23,7 @@ from typing import IO, Any
 from .api import constant_value
 from .errors import GradcliError, InputError, LimitError
 from .io import (
+    is_zarr,
     load_npz_inputs,
     parse_cli_value,
     parse_json_text,
@@ -49,6 +50,9 @@ __all__ = [
 #: input error that names the first (docs/cli.md, "Files"). The stream is kept, not its
 #: id: typer's test runner gives each run a stdin of its own, and ids are reused.
 _stdin_reader: list[tuple[object, str]] = []
+
+#: how ``read_value`` reads a file: never a chunk at a time, always, or when it must
+NEVER, ALWAYS, AUTO = "never", "always", "auto"
 
 
 def _stdin(what: str) -> IO[bytes]:
@@ -150,9 +154,15 @@ def read_value(
     max_elements: int,
     max_program_chars: int,
     max_stdin_bytes: int = DEFAULT_MAX_STDIN_BYTES,
+    chunked: str = NEVER,
+    chunk_bytes: int | None = None,
 ) -> Any:
     """A VALUE of the command line: JSON, @file, @- (standard input, ``@-:KEY`` for an
-    array of an ``.npz`` on stdin; docs/cli.md, "Files"), or a constant expression."""
+    array of an ``.npz`` on stdin; docs/cli.md, "Files"), or a constant expression.
+
+    ``chunked``: whether a file is read lazily, a chunk at a time, for the Dask backend
+    (docs/dask.md, "Files"): ``never``; ``always`` an ``.npy`` file or a Zarr store; ``auto``
+    a Zarr store, and an ``.npy`` file larger than :func:`big_file_bytes`."""
     at = text.strip()
     if at == "@-" or at.startswith("@-:"):
         key = at[3:] if at.startswith("@-:") else None
@@ -160,6 +170,15 @@ def read_value(
             raise InputError(f"{name}: no array name after '@-:'")
         data = read_stdin_bytes(max_stdin_bytes, f"{shorten(name)}=@-")
         return value_from_bytes(data, name=name, key=key, dtype=dtype, max_elements=max_elements)
+    if chunked != NEVER and at.startswith("@"):
+        value = _chunked_file(at[1:], name, chunked, dtype, max_elements, chunk_bytes)
+        if value is not None:
+            return value
+    elif at.startswith("@") and is_zarr(at[1:]):
+        raise InputError(
+            f"{name}: {quote_short(at[1:], 200)} is a Zarr store, read a chunk at a time by "
+            "the Dask backend: leave out --backend numpy"
+        )
     value = parse_cli_value(text, name=name, dtype=dtype, max_elements=max_elements)
     if value is not None:
         return value
@@ -178,6 +197,43 @@ def read_value(
             f"bad value for {name}: {text[:60]!r} is not JSON, an @file or a constant "
             f"expression ({e.message})"
         ) from None
+
+
+def big_file_bytes() -> int:
+    """An ``.npy`` input larger than this is read a chunk at a time unless ``--backend
+    numpy`` is given: a quarter of the machine's memory (8 GiB where it cannot be told)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    except (AttributeError, ValueError, OSError):
+        return 8 * 2**30
+
+
+def _chunked_file(
+    path: str, name: str, chunked: str, dtype: str, max_elements: int, chunk_bytes: int | None
+) -> Any:
+    """The lazy array of ``@path`` when it is read a chunk at a time, else None."""
+    zarr = is_zarr(path)
+    if not zarr:
+        if not path.lower().endswith(".npy"):
+            return None
+        if chunked == AUTO:
+            try:
+                if os.path.getsize(os.path.expanduser(path)) <= big_file_bytes():
+                    return None
+            except OSError:
+                return None  # read as usual, which says what is wrong
+    from .lazy import require_dask
+
+    backend = require_dask()
+
+    def chunks_for(shape: tuple[int, ...], dt: Any) -> Any:
+        with backend.chunk_size(chunk_bytes):
+            return backend.DASK.chunks_for(shape, dt)
+
+    from .io.chunked import lazy_npy, lazy_zarr
+
+    read = lazy_zarr if zarr else lazy_npy
+    return read(path, name=name, dtype=dtype, max_elements=max_elements, chunks_for=chunks_for)
 
 
 def _read_inputs_file(
@@ -217,9 +273,11 @@ def _read_inputs(
     max_elements: int,
     max_program_chars: int,
     max_stdin_bytes: int,
+    chunked: str = NEVER,
+    chunk_bytes: int | None = None,
 ) -> dict[str, Any]:
     """The ``--inputs`` object, then each NAME=VALUE of ``args``; a name given twice is an
-    error, even across the two."""
+    error, even across the two. ``chunked``, ``chunk_bytes``: as :func:`read_value`."""
     values: dict[str, Any] = {}
     if inputs_file is not None:
         values.update(
@@ -244,6 +302,8 @@ def _read_inputs(
             max_elements=max_elements,
             max_program_chars=max_program_chars,
             max_stdin_bytes=max_stdin_bytes,
+            chunked=chunked,
+            chunk_bytes=chunk_bytes,
         )
     return values
 
@@ -259,9 +319,12 @@ def read_program_and_inputs(
     max_elements: int,
     max_program_chars: int,
     max_stdin_bytes: int,
+    chunked: str = NEVER,
+    chunk_bytes: int | None = None,
 ) -> tuple[str, dict[str, Any]]:
     """A command's program (EXPR, or ``-f FILE``) and its inputs by name (``--inputs`` and
-    the NAME=VALUE arguments ``values``; with ``-f``, EXPR is the first of them)."""
+    the NAME=VALUE arguments ``values``; with ``-f``, EXPR is the first of them).
+    ``chunked``, ``chunk_bytes``: how files are read, as :func:`read_value` reads them."""
     text, args = _read_program(expr, values, file, max_program_chars)
     inputs = _read_inputs(
         args,
@@ -271,5 +334,7 @@ def read_program_and_inputs(
         max_elements=max_elements,
         max_program_chars=max_program_chars,
         max_stdin_bytes=max_stdin_bytes,
+        chunked=chunked,
+        chunk_bytes=chunk_bytes,
     )
     return text, inputs

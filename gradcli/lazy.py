@@ -155,6 +155,40 @@ def scheduler(address: str | None) -> Iterator[Any]:
         yield client
 
 
+@contextlib.contextmanager
+def progress(show: bool, console: Any = None) -> Iterator[None]:
+    """A progress bar of the chunks computed, on ``console`` (stderr), while Dask's threads
+    compute: one bar a pass, gone when done. Nothing when ``show`` is false. (Dask's
+    callbacks are the process's: for a command, not for the API.)"""
+    if not show:
+        yield
+        return
+    from dask.callbacks import Callback
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("computing", total=None)
+        passes = [0]
+
+        class Bar(Callback):
+            def _start_state(self, dsk: Any, state: Any) -> None:
+                passes[0] += 1
+                what = "values" if passes[0] == 1 else "gradients"
+                bar.update(task, total=len(dsk), completed=0, description=f"computing {what}")
+
+            def _posttask(self, *args: Any) -> None:
+                bar.advance(task)
+
+        with Bar():
+            yield
+
+
 def compute(*arrays: Any, client: Any = None) -> tuple[Any, ...]:
     """The arrays computed in one pass, on ``client``'s cluster or Dask's threads."""
     import dask

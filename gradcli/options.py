@@ -20,6 +20,11 @@ class DType(str, Enum):
     float32 = "float32"
 
 
+class BackendName(str, Enum):
+    numpy = "numpy"
+    dask = "dask"
+
+
 class OptimizerName(str, Enum):
     sgd = "sgd"
     momentum = "momentum"
@@ -143,6 +148,37 @@ MaxLineBytesOpt = Annotated[
         metavar="N",
         rich_help_panel=LIMITS,
         help="Longest request line accepted, in bytes.",
+    ),
+]
+#: the Dask backend's options (docs/dask.md): shown under their own heading
+SCALE = "Scale (the Dask backend)"
+BackendOpt = Annotated[
+    BackendName | None,
+    typer.Option(
+        "--backend",
+        help="Arrays in memory (numpy) or in chunks, lazily (dask; pip install "
+        "'gradcli[dask]'). Default: numpy, or dask when an input is a Zarr store or an .npy "
+        "file larger than a quarter of memory.",
+        rich_help_panel=SCALE,
+    ),
+]
+ChunksOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--chunks",
+        metavar="SIZE",
+        help="Bytes per chunk with --backend dask: 128MB (the default), 64MiB, 1e6.",
+        rich_help_panel=SCALE,
+    ),
+]
+SchedulerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scheduler",
+        metavar="ADDRESS|local:N",
+        help="Where --backend dask computes: a distributed scheduler (tcp://host:8786) or a "
+        "cluster of N local worker processes (local:N). Default: threads of this process.",
+        rich_help_panel=SCALE,
     ),
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks.")]

@@ -10,6 +10,7 @@ from typing import Any
 import dask.array as da
 import numpy as np
 import pytest
+from harness import run
 from test_compiled import CASES
 
 import gradcli
@@ -318,3 +319,95 @@ def test_showing_a_lazy_array_reads_only_the_chunks_at_its_corners() -> None:
     text = format_array(big)
     assert text == format_array(np.concatenate([np.arange(40.0)] * 50))
     assert len(READS) == 2  # the first chunk and the last
+
+
+# --- the command line --------------------------------------------------------------------
+
+
+def _numbers(doc: Any) -> dict[str, Any]:
+    """A response's output and gradients as arrays, by name."""
+    out = {"output": np.asarray(doc["output"]["value"], dtype=float)}
+    for name, entry in doc["inputs"].items():
+        out[name] = np.asarray(entry["grad"], dtype=float)
+    return out
+
+
+@pytest.fixture
+def npy_pair(tmp_path: Any) -> tuple[str, str]:
+    rng = np.random.default_rng(15)
+    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
+    np.save(a, rng.standard_normal(3000))
+    np.save(b, rng.standard_normal(3000))
+    return str(a), str(b)
+
+
+PROGRAM = "sum(tanh(a)*exp(-b**2))"
+
+
+def test_eval_on_dask_answers_as_eval_on_numpy(npy_pair: tuple[str, str]) -> None:
+    a, b = npy_pair
+    want = _numbers(run("eval", PROGRAM, f"a=@{a}", f"b=@{b}", "--json").expect(0).json)
+    got = run(
+        "eval", PROGRAM, f"a=@{a}", f"b=@{b}", "--json", "--backend", "dask", "--chunks", "4KB"
+    ).expect(0)
+    assert got.stderr == ""
+    for name, value in _numbers(got.json).items():
+        _close(value, want[name], name)
+
+
+def test_a_zarr_input_chooses_dask_and_says_so(tmp_path: Any) -> None:
+    import zarr
+
+    g = zarr.open_group(str(tmp_path / "d.zarr"), mode="w")
+    g.create_array("x", shape=(2000,), dtype="f8", chunks=(256,))[:] = np.linspace(0, 1, 2000)
+    r = run("eval", "sum(x * x)", f"x=@{tmp_path / 'd.zarr'}:x", "--json").expect(0)
+    assert "evaluated with --backend dask: `x` is read a chunk at a time" in r.stderr
+    _close(r.json["inputs"]["x"]["grad"], 2 * np.linspace(0, 1, 2000), "grad")
+    quiet = run("eval", "sum(x * x)", f"x=@{tmp_path / 'd.zarr'}:x", "--json", "-q").expect(0)
+    assert quiet.stderr == ""
+    run("eval", "sum(x)", f"x=@{tmp_path / 'd.zarr'}:x", "--backend", "numpy").assert_usage_error(
+        "is a Zarr store", "leave out --backend numpy"
+    )
+
+
+def test_save_zarr_on_dask_writes_a_chunk_at_a_time_and_numpy_can_too(
+    npy_pair: tuple[str, str], tmp_path: Any
+) -> None:
+    from gradcli.io.chunked import read_zarr_group
+
+    a, b = npy_pair
+    want = _numbers(run("eval", PROGRAM, f"a=@{a}", f"b=@{b}", "--json").expect(0).json)
+    for backend in ("dask", "numpy"):
+        out = tmp_path / f"{backend}.zarr"
+        run("eval", PROGRAM, f"a=@{a}", f"b=@{b}", "--backend", backend, "--save", str(out)).expect(
+            0
+        )
+        saved = read_zarr_group(str(out))
+        assert sorted(saved) == ["grad_a", "grad_b", "output"]
+        _close(saved["output"].compute(), want["output"], f"{backend} output")
+        _close(saved["grad_a"].compute(), want["a"], f"{backend} grad_a")
+        _close(saved["grad_b"].compute(), want["b"], f"{backend} grad_b")
+
+
+def test_scale_options_without_dask_are_usage_errors(npy_pair: tuple[str, str]) -> None:
+    a, b = npy_pair
+    run("eval", PROGRAM, f"a=@{a}", f"b=@{b}", "--chunks", "1MB").assert_usage_error(
+        "--chunks and --scheduler go with --backend dask"
+    )
+    run(
+        "eval", PROGRAM, f"a=@{a}", f"b=@{b}", "--backend", "dask", "--chunks", "lots"
+    ).assert_usage_error("chunks must be a size in bytes")
+    run(
+        "eval", "sum(x)", "x=[1,2]", "--backend", "dask", "--scheduler", "local:0"
+    ).assert_usage_error("local:N needs a number of workers")
+
+
+def test_eval_on_a_local_cluster_of_worker_processes(npy_pair: tuple[str, str]) -> None:
+    a, b = npy_pair
+    want = _numbers(run("eval", PROGRAM, f"a=@{a}", f"b=@{b}", "--json").expect(0).json)
+    got = run(
+        "eval", PROGRAM, f"a=@{a}", f"b=@{b}", "--json", "--backend", "dask",
+        "--chunks", "4KB", "--scheduler", "local:2",
+    ).expect(0)  # fmt: skip
+    for name, value in _numbers(got.json).items():
+        _close(value, want[name], name)

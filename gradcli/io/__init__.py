@@ -33,7 +33,14 @@ from .bounded import (
     read_at_most,
     read_file_text,
 )
-from .files import SUPPORTED_EXTENSIONS, load_file_value, parse_cli_value, value_from_bytes
+from .files import (
+    SUPPORTED_EXTENSIONS,
+    is_zarr,
+    load_file_value,
+    parse_cli_value,
+    split_zarr,
+    value_from_bytes,
+)
 from .jsonio import dumps, json_array, numbers_text, parse_json_text, quote_short
 from .npfiles import load_npz_inputs, read_npy, read_npz_arrays
 from .save import (
@@ -56,6 +63,7 @@ __all__ = [
     "arrays_to_save",
     "check_save_path",
     "dumps",
+    "is_zarr",
     "json_array",
     "lazy_value",
     "load_file_value",
@@ -73,6 +81,7 @@ __all__ = [
     "save_npz",
     "save_result",
     "shorten",
+    "split_zarr",
     "value_from_bytes",
     "value_from_json",
 ]

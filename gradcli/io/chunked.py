@@ -21,11 +21,10 @@ import numpy as np
 
 from ..errors import InputError
 from .bounded import _os_cause
+from .files import split_zarr
 from .jsonio import _short
 from .npfiles import _keys_text, npy_header
 from .values import DTypeArg, _check_limit, _float_dtype
-
-ZARR = ".zarr"
 
 
 class NpyParts:
@@ -83,20 +82,6 @@ def lazy_npy(
         parts, chunks=chunks_for(shape, file_dtype), name=token, asarray=True, fancy=False
     )
     return arr if arr.dtype == dt else arr.astype(dt)
-
-
-def split_zarr(path: str) -> tuple[str, str | None]:
-    """``PATH.zarr:NAME`` as ``(PATH.zarr, NAME)``; a plain path with no name."""
-    lower = path.lower()
-    at = lower.find(ZARR + ":")
-    if at < 0:
-        return path, None
-    return path[: at + len(ZARR)], path[at + len(ZARR) + 1 :]
-
-
-def is_zarr(path: str) -> bool:
-    store, _ = split_zarr(path)
-    return store.lower().rstrip("/\\").endswith(ZARR)
 
 
 def lazy_zarr(

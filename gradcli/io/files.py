@@ -39,6 +39,20 @@ _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = b"PK"
 
 
+def split_zarr(path: str) -> tuple[str, str | None]:
+    """``PATH.zarr:NAME`` (an array of a Zarr group) as ``(PATH.zarr, NAME)``; a path
+    naming no array as ``(path, None)``: the first ``.zarr:`` splits, as ``.npz:`` does."""
+    at = path.lower().find(".zarr:")
+    if at < 0:
+        return path, None
+    return path[: at + 5], path[at + 6 :]
+
+
+def is_zarr(path: str) -> bool:
+    """Whether ``@path`` names a Zarr store (a folder ``*.zarr``), read by the Dask backend."""
+    return split_zarr(path)[0].lower().rstrip("/\\").endswith(".zarr")
+
+
 def parse_cli_value(
     text: str,
     *,

@@ -2,8 +2,9 @@
 
 The format is chosen by PATH's extension (:data:`SAVE_EXTENSIONS`, :func:`check_save_path`):
 ``.npz`` every array (:func:`save_npz`), ``.json`` the ``--json`` response, ``.npy`` the one
-array. Every format writes through :class:`ReplacedFile`, so that the path holds either its
-old content or the complete new one, never a torn file; arrays are written with
+array, ``.zarr`` every array in a Zarr group (:func:`save_zarr`). Every format replaces the
+path whole (:class:`ReplacedFile`; a Zarr group, a folder, by rename), so that it holds
+either its old content or the complete new one, never a torn file; arrays are written with
 ``allow_pickle=False``.
 """
 
@@ -24,7 +25,7 @@ from .jsonio import _short, dumps
 from .npfiles import _keys_text
 
 #: The formats ``--save`` writes, chosen by the file's extension (docs/cli.md, "Files").
-SAVE_EXTENSIONS = (".npz", ".json", ".npy")
+SAVE_EXTENSIONS = (".npz", ".json", ".npy", ".zarr")
 
 
 def arrays_to_save(result: Any) -> dict[str, Any]:
@@ -44,13 +45,14 @@ def check_save_path(path: str) -> str:
     """The format ``--save PATH`` writes, told by PATH's extension (any case): ``".npz"``,
     ``".json"`` or ``".npy"`` (docs/cli.md, "Files"). Any other extension, or none, is an
     :class:`InputError`: the CLI calls this before any work, so that a typo costs nothing."""
-    ext = os.path.splitext(path)[1].lower()
+    ext = os.path.splitext(path.rstrip("/\\"))[1].lower()
     if ext in SAVE_EXTENSIONS:
         return ext
     kind = f"unknown file type {_short(ext)}" if ext else "the file name has no extension"
     raise InputError(
         f"--save {_short(path, 200)}: {kind}; the extension chooses the format: "
-        ".npz (every array), .json (the --json response) or .npy (one array)"
+        ".npz (every array), .json (the --json response), .npy (one array) or .zarr (every "
+        "array, a chunk at a time)"
     )
 
 
@@ -71,6 +73,8 @@ def save_result(
     ext = check_save_path(path)
     if ext == ".npz":
         save_npz(path, dict(arrays))
+    elif ext == ".zarr":
+        save_zarr(path, arrays)
     elif ext == ".json":
         doc = response() if callable(response) else response
         data = (dumps(doc) + "\n").encode("utf-8")
@@ -86,6 +90,28 @@ def save_result(
             path,
             lambda f: np.lib.format.write_array(f, np.asanyarray(arr), allow_pickle=False),
         )
+
+
+def save_zarr(path: str, arrays: Mapping[str, Any]) -> None:
+    """``--save out.zarr`` of arrays in memory: a Zarr group, one array each, replacing
+    ``path`` whole (:class:`gradcli.io.chunked.ZarrWriter`; needs ``gradcli[dask]``). An
+    evaluation on the Dask backend writes its own, a chunk at a time (gradcli.lazy)."""
+    try:
+        import dask
+
+        from .chunked import ZarrWriter
+    except ImportError:
+        raise InputError(
+            f"--save {_short(path, 200)}: Zarr needs dask and zarr, which are not installed: "
+            "pip install 'gradcli[dask]'"
+        ) from None
+    writer = ZarrWriter(path)
+    try:
+        writer.store(arrays, lambda *todo: dask.compute(*todo, scheduler="threads"))
+        writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def _write_replaced(path: str, write: Callable[[IO[bytes]], Any]) -> None:
