@@ -302,6 +302,9 @@ def evaluate(
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
     id: Any = None,
     plans: Plans | None = None,
+    backend: str = "numpy",
+    chunks: Any = None,
+    scheduler: str | None = None,
 ) -> Result:
     """Evaluate ``expr`` on ``inputs`` and backpropagate, as ``gradcli eval`` does.
 
@@ -310,11 +313,26 @@ def evaluate(
     tutorial's ``z.sum().backward()``. Errors raise subclasses of ``GradcliError``.
     ``plans``: where the plans of programs evaluated before are kept (:class:`Plans`, as
     :func:`compile` and ``batch`` keep them); the same numbers, to the last bit.
+    ``backend="dask"``: evaluated in chunks (``chunks`` bytes each) on Dask's threads or
+    the ``scheduler`` (``local:N``, an address), as :func:`gradcli.lazy.evaluate` does
+    (docs/dask.md); inputs may then be Dask arrays.
 
     >>> r = evaluate("a*b+b", {"a": [3, 4], "b": [5, 6]})
     >>> r.value.tolist(), r.grads["a"].tolist(), r.grads["b"].tolist()
     ([20.0, 30.0], [5.0, 6.0], [4.0, 5.0])
     """
+    if backend != "numpy":
+        from . import lazy
+
+        lazy.check_backend(backend)
+        return lazy.evaluate(
+            expr, inputs, wrt=wrt, grad_output=grad_output, clip_norm=clip_norm,
+            norm_type=norm_type, clip_value=clip_value, dtype=dtype, seed=seed,
+            max_elements=max_elements, max_program_chars=max_program_chars, id=id,
+            chunks=chunks, scheduler_address=scheduler,
+        )  # fmt: skip
+    if chunks is not None or scheduler is not None:
+        raise InputError("chunks and scheduler go with backend='dask'")
     seed = check_seed(seed)
     clip_norm = _check_limit(clip_norm, "clip_norm")
     clip_value = _check_limit(clip_value, "clip_value")

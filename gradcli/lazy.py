@@ -51,7 +51,7 @@ def check_backend(backend: Any) -> str:
 
 def parse_chunks(text: Any) -> int | None:
     """``--chunks``: bytes per chunk, as ``128MB``, ``64MiB``, ``1e6`` (bytes) or a number;
-    None: the default (128 MiB)."""
+    None: the default (32 MiB)."""
     if text is None:
         return None
     if isinstance(text, bool):

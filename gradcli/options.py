@@ -167,7 +167,7 @@ ChunksOpt = Annotated[
     typer.Option(
         "--chunks",
         metavar="SIZE",
-        help="Bytes per chunk with --backend dask: 128MB (the default), 64MiB, 1e6.",
+        help="Bytes per chunk with --backend dask: 32MiB (the default), 128MB, 1e6.",
         rich_help_panel=SCALE,
     ),
 ]

@@ -411,3 +411,15 @@ def test_eval_on_a_local_cluster_of_worker_processes(npy_pair: tuple[str, str]) 
     ).expect(0)  # fmt: skip
     for name, value in _numbers(got.json).items():
         _close(value, want[name], name)
+
+
+def test_the_api_evaluates_on_dask_when_asked() -> None:
+    r = gradcli.evaluate("sum(a*b+b)", {"a": [3, 4], "b": [5, 6]}, backend="dask", chunks=8)
+    assert (r.grads["a"].tolist(), r.grads["b"].tolist()) == ([5.0, 6.0], [4.0, 5.0])
+    x = da.from_array(np.linspace(0, 1, 50), chunks=7)  # a Dask array given stays lazy
+    r = gradcli.evaluate("sum(x * x)", {"x": x}, backend="dask")
+    _close(r.grads["x"], 2 * np.linspace(0, 1, 50), "grad")
+    with pytest.raises(InputError, match="backend must be one of numpy, dask"):
+        gradcli.evaluate("a", {"a": 1}, backend="cupy")
+    with pytest.raises(InputError, match="go with backend='dask'"):
+        gradcli.evaluate("a", {"a": 1}, chunks=8)

@@ -30,8 +30,10 @@ _NUMPY_ONLY = ("argsort",)
 #: linear algebra on chunked matrices: refused (docs/dask.md, "What is refused")
 _LINALG = ("det", "inv", "solve", "svd")
 
-#: the default chunk size, in bytes (Dask's own "auto" chunking aims at this)
-DEFAULT_CHUNK_BYTES = 128 * 2**20
+#: the default chunk size, in bytes: Dask's own default (128 MiB) held 1.6 GB at a time
+#: for W10 (a few intermediates of a chunk per thread), a quarter of it 0.56 GB, with as
+#: little time lost to tasks (docs/dask.md, "Chunks")
+DEFAULT_CHUNK_BYTES = 32 * 2**20
 
 
 def refuse(function: str, why: str = "") -> InputError:

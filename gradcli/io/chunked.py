@@ -175,8 +175,14 @@ class ZarrWriter:
                 a = da.from_array(np.asarray(a), chunks=np.shape(a) or ())
             if a.ndim:
                 a = a.rechunk(a.chunksize)  # Zarr's chunks are regular
+            # uncompressed: gradients are dense floats, which compress little, and
+            # compressing them took longer than writing (docs/dask.md, "Files")
             target = self.group.create_array(
-                name, shape=a.shape, dtype=a.dtype, chunks=a.chunksize if a.ndim else ()
+                name,
+                shape=a.shape,
+                dtype=a.dtype,
+                chunks=a.chunksize if a.ndim else (),
+                compressors=None,
             )
             sources.append(a)
             targets.append(target)
