@@ -253,16 +253,35 @@ def build(
     return Lazy(setup, run, fp, given)
 
 
-def _checked(clip_norm: Any, clip_value: Any, norm_type: Any) -> None:
-    from .api import _check_limit, check_norm_type
+@dataclass
+class _Clip:
+    """The clipping asked for, checked as :func:`gradcli.evaluate` checks it."""
 
-    if _check_limit(clip_norm, "clip_norm") is not None or (
-        _check_limit(clip_value, "clip_value") is not None
-    ):
-        raise InputError(
-            "gradient clipping is not available with the Dask backend yet: use --backend numpy"
-        )
-    check_norm_type(norm_type)
+    norm: float | None
+    value: float | None
+    p: float
+
+    @classmethod
+    def checked(cls, clip_norm: Any, clip_value: Any, norm_type: Any) -> _Clip:
+        from .api import _check_limit, check_norm_type
+
+        clip_norm = _check_limit(clip_norm, "clip_norm")
+        clip_value = _check_limit(clip_value, "clip_value")
+        if clip_norm is not None and clip_value is not None:
+            raise InputError("clip_norm and clip_value cannot be used together: choose one")
+        return cls(clip_norm, clip_value, check_norm_type(norm_type))
+
+
+def _norm(p: float) -> Any:
+    """A lazy array's ``p``-norm, as clipping takes it of each gradient."""
+    from .autograd.ops.reduce import NORM
+
+    backend = require_dask()
+    return lambda a: NORM.fwd(backend.DASK, _flat(a), (0,), False, p)
+
+
+def _flat(a: Any) -> Any:
+    return a.reshape(-1) if a.ndim != 1 else a
 
 
 def evaluate(
@@ -285,9 +304,9 @@ def evaluate(
     """:func:`gradcli.evaluate` on the Dask backend: the same :class:`Result`, of NumPy
     arrays, computed chunk by chunk (``chunks``: bytes per chunk) on Dask's threads or
     the cluster at ``scheduler_address`` (``local:N``, ``tcp://host:8786``)."""
-    from .api import _finish, _Run
+    from .api import _clip, _finish, _Run
 
-    _checked(clip_norm, clip_value, norm_type)
+    clipping = _Clip.checked(clip_norm, clip_value, norm_type)
     lazy = build(
         expr,
         inputs,
@@ -326,7 +345,9 @@ def evaluate(
         reduction=run.reduction,
         literal_overflow=run.literal_overflow,
     )
-    return _finish(expr, lazy.setup, done, None, lazy.fp, id)
+    with _counted(lazy.fp):  # in memory, as gradcli.evaluate clips (and counts)
+        clip = _clip(done, clipping.norm, clipping.value, clipping.p)
+    return _finish(expr, lazy.setup, done, clip, lazy.fp, id)
 
 
 def evaluate_into(
@@ -355,7 +376,7 @@ def evaluate_into(
     from .api import _finish, _Run
     from .io.chunked import ZarrWriter, read_zarr_group
 
-    _checked(clip_norm, clip_value, norm_type)
+    clipping = _Clip.checked(clip_norm, clip_value, norm_type)
     lazy = build(
         expr,
         inputs,
@@ -379,8 +400,14 @@ def evaluate_into(
 
             with _counted(lazy.fp):  # pass 1: the output, errors counted
                 stats = writer.store({"output": run.value}, on_cluster)
+            measures = [_norm(2.0)]
+            if clipping.norm is not None:
+                measures.append(_norm(clipping.p))
             with E.NUMPY.quiet():  # pass 2: the gradients, quietly
-                stats.update(writer.store(grads, on_cluster))
+                stats.update(writer.store(grads, on_cluster, measures))
+            asked = [n for n, g in run.grads.items() if g is not None]
+            with _counted(lazy.fp):  # pass 3, only when clipping changes them
+                clip = _clip_stored(writer, asked, clipping, stats, on_cluster)
         writer.commit()
     except BaseException:
         writer.abort()
@@ -396,8 +423,49 @@ def evaluate_into(
         reduction=run.reduction,
         literal_overflow=run.literal_overflow,
     )
-    asked = [n for n, g in run.grads.items() if g is not None]
     finite = {"output": stats["output"][0], **{n: stats[f"grad_{n}"][0] for n in asked}}
-    result = _finish(expr, lazy.setup, done, None, lazy.fp, id, finite=finite)
+    result = _finish(expr, lazy.setup, done, clip, lazy.fp, id, finite=finite)
     result.grad_norm = math.sqrt(math.fsum(stats[f"grad_{n}"][1] ** 2 for n in asked))
     return result
+
+
+def _clip_stored(
+    writer: Any, asked: list[str], clipping: _Clip, stats: dict[str, Any], on_cluster: Any
+) -> dict[str, float] | None:
+    """Clip the input gradients written by ``writer`` as torch's ``clip_grad_norm_`` /
+    ``clip_grad_value_`` do, from the norms pass 2 learnt: a third pass rewrites them,
+    chunk by chunk where they lie, only when that changes them. ``stats`` is updated with
+    the new values' finiteness and norms."""
+    names = [f"grad_{n}" for n in asked]
+    if clipping.norm is not None:
+        norms = [stats[name][2] for name in names]
+        total, scale = E.clip_by_norm(
+            [], clipping.norm, clipping.p, total=_total(norms, clipping.p)
+        )
+        if scale != 1.0:
+            stored = writer.read()
+            stats.update(
+                writer.store(
+                    {name: stored[name] * scale for name in names}, on_cluster, [_norm(2.0)]
+                )
+            )
+        return {
+            "max_norm": clipping.norm, "norm_type": clipping.p, "total_norm": total,
+            "scale": scale,
+        }  # fmt: skip
+    if clipping.value is not None:
+        stored = writer.read()
+        bounded = {}
+        for name in names:
+            a = stored[name]
+            with E.NUMPY.quiet():
+                bound = a.dtype.type(clipping.value)
+            bounded[name] = a.clip(-bound, bound)
+        stats.update(writer.store(bounded, on_cluster, [_norm(2.0)]))
+        return {"clip_value": clipping.value}
+    return None
+
+
+def _total(norms: list[float], p: float) -> float:
+    """The ``p``-norm of the per-gradient norms, as ``clip.total_norm`` takes it."""
+    return E.total_norm([E.NUMPY.asarray([n]) for n in norms], p)

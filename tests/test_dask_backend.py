@@ -168,9 +168,32 @@ def test_a_missing_dask_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
         lazy.require_dask()
 
 
-def test_clipping_is_refused_until_it_is_lazy() -> None:
-    with pytest.raises(InputError, match="clipping is not available with the Dask backend"):
-        lazy.evaluate("sum(a*a)", {"a": np.ones(3)}, clip_norm=1.0)
+CLIPS = [
+    {"clip_norm": 1.0},
+    {"clip_norm": 0.5, "norm_type": "inf"},
+    {"clip_norm": 2.0, "norm_type": 1.5},
+    {"clip_norm": 1e9},  # not clipped
+    {"clip_value": 0.01},
+]
+
+
+@pytest.mark.parametrize("clip", CLIPS, ids=[str(c) for c in CLIPS])
+def test_clipping_in_memory_and_into_zarr_as_numpy(clip: dict[str, Any], tmp_path: Any) -> None:
+    inputs = {"a": np.linspace(-2, 2, 300), "b": np.linspace(0, 1, 300), "c": np.ones(3)}
+    text = "h = tanh(a) * b; sum(h * h) + sum(c)"
+    want = gradcli.evaluate(text, inputs, wrt=["a", "b"], **clip)
+    got = lazy.evaluate(text, inputs, wrt=["a", "b"], chunks=256, **clip)
+    assert_as_numpy(got, want, str(clip))
+    stored = lazy.evaluate_into(str(tmp_path / "o.zarr"), text, inputs, wrt=["a", "b"],
+                                chunks=256, **clip)  # fmt: skip
+    for n in "ab":
+        _close(stored.grads[n].compute(), want.grads[n], f"{clip} {n}")
+    _close(stored.intermediates["h"][1].compute(), want.intermediates["h"][1], "h")
+    assert stored.clip.keys() == want.clip.keys()
+    for k, v in want.clip.items():
+        assert stored.clip[k] == pytest.approx(v, rel=1e-12), k
+    assert stored.total_grad_norm == pytest.approx(want.total_grad_norm, rel=1e-12)
+    assert (stored.notes, stored.warnings) == (want.notes, want.warnings)
 
 
 @pytest.mark.parametrize("text", ["128MB", "64MiB", "1e6", 4096])

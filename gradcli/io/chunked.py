@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import dask.array as da
@@ -162,11 +162,16 @@ class ZarrWriter:
             raise InputError(f"cannot write {_short(path, 200)}: {_os_cause(e)}") from None
 
     def store(
-        self, arrays: Mapping[str, Any], compute: Callable[..., tuple[Any, ...]]
-    ) -> dict[str, tuple[bool, float]]:
+        self,
+        arrays: Mapping[str, Any],
+        compute: Callable[..., tuple[Any, ...]],
+        measures: Sequence[Callable[[Any], Any]] = (),
+    ) -> dict[str, tuple[Any, ...]]:
         """Write ``arrays`` (Dask or NumPy) into the group, chunk by chunk, in one pass of
-        ``compute``; returns, by name, whether each array's values are all finite and its
-        2-norm (what a table's caption shows of gradients, learnt in the same pass)."""
+        ``compute``. Returns, by name, whether the array's values are all finite, then
+        what each of ``measures`` (a lazy number of a lazy array: a norm) gives of it,
+        learnt in the same pass. An array of that name already in the group is
+        overwritten: ``store({"g": 2 * read()["g"]})`` rewrites a chunk where it read it."""
         sources: list[Any] = []
         targets: list[Any] = []
         flags: list[Any] = []
@@ -177,22 +182,31 @@ class ZarrWriter:
                 a = a.rechunk(a.chunksize)  # Zarr's chunks are regular
             # uncompressed: gradients are dense floats, which compress little, and
             # compressing them took longer than writing (docs/dask.md, "Files")
-            target = self.group.create_array(
-                name,
-                shape=a.shape,
-                dtype=a.dtype,
-                chunks=a.chunksize if a.ndim else (),
-                compressors=None,
-            )
+            if name in self.group:
+                target = self.group[name]
+            else:
+                target = self.group.create_array(
+                    name,
+                    shape=a.shape,
+                    dtype=a.dtype,
+                    chunks=a.chunksize if a.ndim else (),
+                    compressors=None,
+                )
             sources.append(a)
             targets.append(target)
             flags.append(da.isfinite(a).all())
-            flags.append(da.sqrt(da.sum(abs(a) * abs(a))))
+            flags.extend(measure(a) for measure in measures)
         stored = da.store(sources, targets, lock=False, compute=False)
         stats = compute(stored, *flags)[1:]
+        k = 1 + len(measures)
         return {
-            name: (bool(stats[2 * i]), float(stats[2 * i + 1])) for i, name in enumerate(arrays)
+            name: (bool(stats[k * i]), *(float(v) for v in stats[k * i + 1 : k * (i + 1)]))
+            for i, name in enumerate(arrays)
         }
+
+    def read(self) -> dict[str, Any]:
+        """The arrays written so far, lazily, in the chunks they were written in."""
+        return {k: da.from_zarr(v) for k, v in self.group.members() if hasattr(v, "chunks")}
 
     def commit(self) -> None:
         old = None
