@@ -33,9 +33,9 @@ BACKENDS = ("numpy", "dask")
 def require_dask() -> Any:
     """The Dask backend module, or an ``InputError`` naming the extra to install."""
     try:
-        import importlib
+        from .autograd import dask_backend
 
-        return importlib.import_module(".autograd.dask_backend", __package__)
+        return dask_backend
     except ImportError as e:
         missing = getattr(e, "name", None) or "dask"
         raise InputError(

@@ -163,6 +163,9 @@ def test_float32_and_wrt_and_grad_output_as_numpy() -> None:
 
 
 def test_a_missing_dask_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    lazy.require_dask()  # imported, as after any evaluation on Dask
+    package = sys.modules["gradcli.autograd"]
+    monkeypatch.delattr(package, "dask_backend")
     monkeypatch.setitem(sys.modules, "gradcli.autograd.dask_backend", None)
     with pytest.raises(InputError, match=r"pip install 'gradcli\[dask\]'"):
         lazy.require_dask()

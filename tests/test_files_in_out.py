@@ -135,8 +135,8 @@ def test_save_with_an_unknown_extension_is_refused_before_any_work(
     message = error_of(r, 2, "input")
     assert message.startswith(f'--save "{name}": ')
     assert message.endswith(
-        "the extension chooses the format: .npz (every array), .json (the --json response) "
-        "or .npy (one array)"
+        "the extension chooses the format: .npz (every array), .json (the --json response), "
+        ".npy (one array) or .zarr (every array, a chunk at a time)"
     )
     assert list(tmp_path.iterdir()) == []
     r = gc(tmp_path, "eval", "y + 1", "x=1", "--save", name)  # table mode: stderr

@@ -23,16 +23,16 @@ from ..errors import InputError
 from . import backend
 from .backend import _FUNCTIONS, NUMPY
 
-#: NumPy names that Dask spells otherwise, or lacks (a lambda, or refused by name below)
+#: NumPy names that Dask spells otherwise
 _SPELLED = {"abs": da.absolute}
 #: functions the rules call only on small index arrays, never on a tensor's data
 _NUMPY_ONLY = ("argsort",)
 #: linear algebra on chunked matrices: refused (docs/dask.md, "What is refused")
 _LINALG = ("det", "inv", "solve", "svd")
 
-#: the default chunk size, in bytes: Dask's own default (128 MiB) held 1.6 GB at a time
-#: for W10 (a few intermediates of a chunk per thread), a quarter of it 0.56 GB, with as
-#: little time lost to tasks (docs/dask.md, "Chunks")
+#: the default chunk size, in bytes: with Dask's own default (128 MiB) W10 held 1.6 GB at
+#: a time (a few intermediates of a chunk per thread), with a quarter of it 0.55 GB, and
+#: was no slower (docs/dask.md, "Chunks")
 DEFAULT_CHUNK_BYTES = 32 * 2**20
 
 
