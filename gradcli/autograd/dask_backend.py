@@ -107,7 +107,8 @@ class DaskBackend:
         array in this backend's chunks."""
         if isinstance(x, da.Array):
             return x
-        return da.from_array(x, chunks=self.chunks_for(x.shape, x.dtype), asarray=True)
+        # name=False: a name of its own, not a hash of the data (a pass over all of it)
+        return da.from_array(x, chunks=self.chunks_for(x.shape, x.dtype), asarray=True, name=False)
 
     # --- reductions with NumPy's keyword spelling --------------------------------------
     @staticmethod
