@@ -7,6 +7,12 @@ from ``/proc/<pid>/status`` (``VmRSS``: resident now; ``VmHWM``: the peak so far
 second and when 10%, 50% and 100% of the responses are in. Flat memory means the RSS at
 10%, 50% and 100% are close; a per-line leak shows as growth between them.
 
+``--jobs N`` runs ``batch --jobs N``; the memory is then that of the command and every
+process under it (its workers; where they come from a fork server, that server and
+multiprocessing's resource tracker too), added up: pages they share are counted once per
+process, so the sum is more than the memory they take together. The peak is then the
+largest sum sampled.
+
 The requests look like ``{"expr": "sum(a*b+b)", "inputs": {"a": [1,2,3], "b": [4,5,6]}}``
 with numbers that vary from line to line and a handful of distinct expression texts (the
 parse cache serves those). ``--unique-exprs`` gives every line its own expression text
@@ -16,6 +22,7 @@ Linux only (``/proc``). Run from the repository root:
 
     python benchmarks/batch_memory.py --lines 100000
     python benchmarks/batch_memory.py                  # 1,000,000 lines: a few minutes
+    python benchmarks/batch_memory.py --jobs 2
 """
 
 from __future__ import annotations
@@ -55,6 +62,39 @@ def requests(n: int, unique: bool) -> Iterator[bytes]:
         ).encode()
 
 
+def tree(root: int) -> list[int]:
+    """``root`` and every process under it (Linux: from each process's parent in /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo.extend(children.get(pid, []))
+    return found
+
+
+def tree_memory_kib(root: int) -> tuple[int, int, int] | None:
+    """``(VmRSS, VmHWM, processes)`` of ``root`` and the processes under it, each added up;
+    None once ``root`` is gone."""
+    if memory_kib(root) is None:
+        return None
+    rss = hwm = n = 0
+    for pid in tree(root):
+        mem = memory_kib(pid)
+        if mem is not None:
+            rss, hwm, n = rss + mem[0], hwm + mem[1], n + 1
+    return rss, hwm, n
+
+
 def memory_kib(pid: int) -> tuple[int, int] | None:
     """``(VmRSS, VmHWM)`` of ``pid`` in KiB, or None once the process is gone."""
     try:
@@ -77,6 +117,7 @@ def main() -> int:
         "--unique-exprs", action="store_true", help="every line its own expression text"
     )
     parser.add_argument("--python", default=sys.executable, help="interpreter for gradcli")
+    parser.add_argument("--jobs", type=int, default=1, help="batch --jobs N (default 1)")
     args = parser.parse_args()
     n = args.lines
     if n < 1:
@@ -85,7 +126,7 @@ def main() -> int:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH")) if p)
     child = subprocess.Popen(
-        [args.python, "-m", "gradcli", "batch"],
+        [args.python, "-m", "gradcli", "batch", "--jobs", str(args.jobs)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         cwd=REPO,
@@ -95,7 +136,7 @@ def main() -> int:
     pid = child.pid
     start = time.perf_counter()
     done = threading.Event()
-    samples: list[tuple[float, int, int, int]] = []  # (seconds, responses, rss, hwm)
+    samples: list[tuple[float, int, int, int, int]] = []  # (s, responses, rss, hwm, processes)
     received = 0
 
     def feed() -> None:
@@ -111,7 +152,7 @@ def main() -> int:
 
     def sample() -> None:
         while not done.wait(args.interval):
-            mem = memory_kib(pid)
+            mem = tree_memory_kib(pid)
             if mem is not None:
                 samples.append((time.perf_counter() - start, received, *mem))
 
@@ -119,14 +160,14 @@ def main() -> int:
     threading.Thread(target=sample, daemon=True).start()
 
     marks = {max(1, round(n * c)): c for c in CHECKPOINTS}
-    at: dict[float, tuple[int, int]] = {}
+    at: dict[float, tuple[int, int, int]] = {}
     errors = 0
     for line in child.stdout:
         received += 1
         if b'"error"' in line[:40]:
             errors += 1
         if received in marks:
-            mem = memory_kib(pid)
+            mem = tree_memory_kib(pid)
             if mem is not None:
                 at[marks[received]] = mem
             print(
@@ -138,18 +179,24 @@ def main() -> int:
         if received == n:
             break
     elapsed = time.perf_counter() - start
-    final = memory_kib(pid)
+    final = tree_memory_kib(pid)
     done.set()
     child.stdin.close()
     rest = child.stdout.read()  # nothing more is expected
     code = child.wait()
 
-    print(f"gradcli batch, {n:,} lines{' (unique expression texts)' if args.unique_exprs else ''}")
+    jobs = f" --jobs {args.jobs}" if args.jobs != 1 else ""
+    unique = " (unique expression texts)" if args.unique_exprs else ""
+    print(f"gradcli batch{jobs}, {n:,} lines{unique}")
     print(f"  responses read    {received:,} ({errors:,} errors), exit status {code}")
     print(f"  wall time         {elapsed:.1f} s")
     print(f"  throughput        {received / elapsed:,.0f} lines/s")
-    if final is not None:
+    if final is not None and final[2] == 1:
         print(f"  peak RSS (VmHWM)  {mib(final[1])}")
+    elif final is not None:
+        peak = max([s[2] for s in samples] + [m[0] for m in at.values()] + [final[0]])
+        print(f"  processes         {final[2]} (the command and those under it)")
+        print(f"  peak RSS, summed  {mib(peak)} (the largest sum sampled)")
     for c in CHECKPOINTS:
         if c in at:
             print(f"  RSS at {c:4.0%}       {mib(at[c][0])}")

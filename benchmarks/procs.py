@@ -1,4 +1,4 @@
-"""Whole-process measurements: launches (W5, W5b), batch streams (W6), peak memory (W3)."""
+"""Whole-process measurements: launches (W5, W5b), batch streams (W6, W11), peak memory (W3)."""
 
 from __future__ import annotations
 
@@ -214,6 +214,74 @@ def batch_marginal(
                 t_large = _timed_run(argv, env, large)
                 samples[key].append((t_large - t_small) / n)
     return {k: Stats(tuple(v)) for k, v in samples.items()}
+
+
+def tutorial_requests(n: int) -> str:
+    """W11: the tutorial's request, ``sum(a*b+b)`` on a = [3,4], b = [5,6], with values that
+    vary from line to line (and an id per line)."""
+    lines = []
+    for i in range(n):
+        a = [3 + i % 7, 4 + (i * 3) % 5]
+        b = [5 + (i % 11) / 2, 6 - i % 13]
+        lines.append(json.dumps({"id": i, "expr": "sum(a*b+b)", "inputs": {"a": a, "b": b}}))
+    return "\n".join(lines) + "\n"
+
+
+def batch_whole_runs(
+    commands: dict[str, tuple[list[str], int]], env: dict[str, str], n: int, rounds: int
+) -> dict[str, Stats]:
+    """Wall time of whole runs over the same ``n`` requests, start-up included, the commands
+    in turn (interleaved). A command given ``k`` > 1 is ``k`` processes at once, each on its
+    ``1/k`` of the stream: what the machine gives that many processes that share nothing.
+    The output of every command (the ``k`` outputs one after the other) must be the first
+    one's, byte for byte, with ``n`` answers and no error."""
+    with tempfile.TemporaryDirectory(prefix="gradcli-bench-") as tmp:
+        lines = tutorial_requests(n).splitlines(keepends=True)
+        files: dict[int, list[str]] = {}
+        for _, parts in commands.values():
+            size = -(-n // parts)
+            files[parts] = []
+            for k in range(parts):
+                path = os.path.join(tmp, f"requests-{parts}-{k}.ndjson")
+                Path(path).write_text("".join(lines[k * size : (k + 1) * size]))
+                files[parts].append(path)
+        outputs = {
+            key: "".join(_run_checked(argv, env, path) for path in files[parts])
+            for key, (argv, parts) in commands.items()
+        }
+        first = next(iter(outputs.values()))
+        answers = first.splitlines()
+        if len(answers) != n or any('"error"' in line for line in answers):
+            raise RuntimeError(f"W11: expected {n} answers without errors, got {answers[:1]}")
+        for key, out in outputs.items():
+            if out != first:
+                raise RuntimeError(f"W11 {key}: its output differs from {next(iter(outputs))}")
+        samples: dict[str, list[float]] = {k: [] for k in commands}
+        for _ in range(rounds):
+            for key, (argv, parts) in commands.items():
+                samples[key].append(_timed_together(argv, env, files[parts]))
+    return {k: Stats(tuple(v)) for k, v in samples.items()}
+
+
+def _timed_together(argv: list[str], env: dict[str, str], stdin_paths: list[str]) -> float:
+    """Wall time of one process of ``argv`` per stdin file, all started at once."""
+    inputs = [open(path, "rb") for path in stdin_paths]  # noqa: SIM115
+    try:
+        t0 = time.perf_counter()
+        procs = [
+            subprocess.Popen(
+                argv, stdin=f, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env
+            )
+            for f in inputs
+        ]
+        codes = [p.wait() for p in procs]
+        elapsed = time.perf_counter() - t0
+    finally:
+        for f in inputs:
+            f.close()
+    if any(codes):
+        raise RuntimeError(f"{' '.join(argv)[:200]} exited with {codes}")
+    return elapsed
 
 
 def peak_memory(

@@ -11,7 +11,7 @@ from .timing import Stats, format_value
 
 METRIC_ORDER = (TIME, MEM_NET, MEM_RAW, MEM_BASE)
 SHOWN_METRICS = (TIME, MEM_NET, MEM_RAW)
-LIB_ORDER = ("gradcli", "numpy", "imports", "typer", "torch", "autograd")
+LIB_ORDER = ("gradcli", "jobs1", "halves", "numpy", "imports", "typer", "torch", "autograd")
 METRIC_LABEL = {TIME: "time", MEM_NET: "peak RSS net", MEM_RAW: "peak RSS raw"}
 
 
@@ -19,7 +19,7 @@ METRIC_LABEL = {TIME: "time", MEM_NET: "peak RSS net", MEM_RAW: "peak RSS raw"}
 class Row:
     wid: str
     metric: str
-    lib: str  # key: gradcli, numpy, torch, autograd, imports, typer
+    lib: str  # key: gradcli, numpy, torch, autograd, imports, typer, jobs1, halves
     label: str  # what is shown in the library column
     stats: Stats | None  # None: skipped
     note: str = ""  # why skipped, or a remark

@@ -24,6 +24,8 @@ PROCESS_DESCRIPTIONS = {
     "W5": 'whole process: gradcli eval "a*b+b" a=[3,4] b=[5,6]',
     "W5b": "whole process: gradcli --help",
     "W6": "batch: sum(a*b+b) on 3-element inputs, per request: (T(2N) - T(N)) / N, N = {n}",
+    "W11": "batch --jobs 2 against one process: the tutorial's sum(a*b+b), a and b of 2 "
+    "elements varying, {jobs_n} requests, the whole run (start-up included)",
 }
 
 
@@ -36,6 +38,8 @@ class Plan:
     batch_n: int  # W6: N requests (and 2N)
     batch_rounds: int
     memory_repeats: int  # fresh children per library for peak memory
+    jobs_n: int = 100_000  # W11: requests in the stream
+    jobs_rounds: int = 7  # W11: whole runs of each command (interleaved)
 
 
 FULL_PLAN = Plan(TimerConfig(), False, 15, 2, 5000, 5, 3)
@@ -47,6 +51,8 @@ QUICK_PLAN = Plan(
     200,
     2,
     1,
+    2000,
+    2,
 )
 
 
@@ -54,7 +60,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="gradcli side by side with NumPy by hand, PyTorch and HIPS autograd "
-        "(issue 6's workloads W1-W7 and issue 14's W3c, W8, W9, and their targets).",
+        "(issue 6's workloads W1-W7 and issue 14's W3c, W8, W9, and their targets), and "
+        "batch --jobs 2 against one process (W11).",
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions (smoke)")
     p.add_argument(
@@ -71,13 +78,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--gradcli-launch",
         choices=("auto", "script", "module"),
         default="auto",
-        help="how W5/W6 start gradcli: the console script on PATH (auto: when it runs this "
+        help="how W5/W6/W11 start gradcli: the console script on PATH (auto: when it runs this "
         "gradcli) or python -m gradcli",
     )
     p.add_argument("--rounds", type=int, help="in-process rounds (median over them)")
     p.add_argument("--launches", type=int, help="W5/W5b: launches of each command")
     p.add_argument("--batch-requests", type=int, metavar="N", help="W6: N (and 2N) requests")
     p.add_argument("--batch-rounds", type=int, help="W6: rounds of N and 2N")
+    p.add_argument(
+        "--jobs-requests", type=int, metavar="N", help="W11: requests in the stream (100,000)"
+    )
+    p.add_argument("--jobs-rounds", type=int, help="W11: runs of each command (7)")
     p.add_argument("--memory-repeats", type=int, help="W3 memory: fresh processes per library")
     p.add_argument(
         "--keep-openblas-env",
@@ -128,6 +139,8 @@ def _plan(args: argparse.Namespace) -> Plan:
         ("launches", "launches"),
         ("batch_requests", "batch_n"),
         ("batch_rounds", "batch_rounds"),
+        ("jobs_requests", "jobs_n"),
+        ("jobs_rounds", "jobs_rounds"),
         ("memory_repeats", "memory_repeats"),
     ):
         if getattr(args, opt):
@@ -193,7 +206,7 @@ def _run_in(
 
     launcher = None
     launch_note = "not used in this run"
-    if any(w in ids for w in ("W5", "W5b", "W6")):
+    if any(w in ids for w in ("W5", "W5b", "W6", "W11")):
         launcher = procs.find_gradcli(args.gradcli_launch, env)
         launch_note = launcher.how
         if not launch_note.startswith("console"):
@@ -213,6 +226,8 @@ def _run_in(
         "launches": plan.launches,
         "batch_requests": plan.batch_n,
         "batch_rounds": plan.batch_rounds,
+        "jobs_requests": plan.jobs_n,
+        "jobs_rounds": plan.jobs_rounds,
         "memory_repeats": plan.memory_repeats,
     }
     console = Console()
@@ -221,7 +236,7 @@ def _run_in(
     print_header(console, info)
 
     descriptions = {
-        w: PROCESS_DESCRIPTIONS[w].format(n=plan.batch_n)
+        w: PROCESS_DESCRIPTIONS[w].format(n=plan.batch_n, jobs_n=f"{plan.jobs_n:,}")
         if w in PROCESS_DESCRIPTIONS
         else workloads.describe(w, sizes)
         for w in ids
@@ -358,3 +373,16 @@ def _whole_process(
             cmds["torch"] = [torch_python, "-c", procs.TORCH_LOOP]
         stats = procs.batch_marginal(cmds, env, plan.batch_n, plan.batch_rounds)
         add("W6", stats, labels, ["gradcli", "numpy", "torch"])
+    if "W11" in ids:
+        labels = {
+            "gradcli": f"{shown} batch --jobs 2 (two worker processes)",
+            "jobs1": f"{shown} batch --jobs 1 (one process)",
+            "halves": "two --jobs 1 processes at once, half of the stream each (no target: "
+            "what the machine gives two processes)",
+        }
+        short["jobs1"] = "one process"
+        one = [*gradcli_argv, "batch", "--jobs", "1"]
+        cmds = {"gradcli": ([*gradcli_argv, "batch", "--jobs", "2"], 1), "jobs1": (one, 1)}
+        cmds["halves"] = (one, 2)
+        stats = procs.batch_whole_runs(cmds, env, plan.jobs_n, plan.jobs_rounds)
+        add("W11", stats, labels, ["gradcli", "jobs1", "halves"])

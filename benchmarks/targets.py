@@ -6,8 +6,11 @@ from dataclasses import dataclass
 
 # Every workload, in the order of the table. W7x (the Hessian with respect to x alone) is
 # an extra report-only row beside W7 (with respect to W and x, what `gradcli hessian` does).
-# W3c (the W3a program through gradcli.compile), W8 (optimize) and W9 (check) are issue 14's.
-ALL_IDS = ("W1", "W2", "W3a", "W3b", "W3c", "W4", "W5", "W5b", "W6", "W7", "W7x", "W8", "W9")
+# W3c (the W3a program through gradcli.compile), W8 (optimize) and W9 (check) are issue 14's;
+# W11 (`batch --jobs 2` against one process) is `batch --jobs`'s.
+ALL_IDS = (
+    "W1", "W2", "W3a", "W3b", "W3c", "W4", "W5", "W5b", "W6", "W7", "W7x", "W8", "W9", "W11",
+)  # fmt: skip
 IN_PROCESS_IDS = ("W1", "W2", "W3a", "W3b", "W3c", "W4", "W7", "W7x", "W8", "W9")
 MEMORY_IDS = ("W3a", "W3b")
 
@@ -48,6 +51,8 @@ TARGETS = (
     Target("W6", TIME, "torch", 0.4),
     Target("W8", TIME, "torch", 0.5),
     Target("W9", TIME, "torch", 0.5),
+    # 1.7x the throughput of one process: the time of --jobs 2 at most 1/1.7 of --jobs 1's
+    Target("W11", TIME, "jobs1", 1 / 1.7),
 )
 
 

@@ -6,13 +6,14 @@ once (``language.compile_program`` caches them), repeated programs with inputs o
 shapes are planned and replayed (:class:`gradcli.compiled.Plans`), and from the third
 time a plain request is answered by :class:`_Lane` with the same text, sooner
 (docs/commands.md, "batch"). A line over the size limit is skipped without being held in
-memory.
+memory. ``--jobs N`` hands blocks of lines to N worker processes, which answer them with
+:func:`_answer_all` as one process does (:mod:`gradcli.parallel`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import IO, Any
 
 from .api import Result, as_gradcli_error, evaluate, request_id, request_kwargs
@@ -53,23 +54,40 @@ def run_batch(
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
     progress_total: int | None = None,
     debug: bool = False,
+    jobs: int = 1,
 ) -> int:
-    """Answer every request of ``stream`` through ``write``; returns the number that failed."""
+    """Answer every request of ``stream`` through ``write``; returns the number that failed.
+
+    ``jobs`` > 1: the lines are answered by that many worker processes, a block of lines
+    at a time (:mod:`gradcli.parallel`), and ``write`` is given each block's responses at
+    once, joined by newlines: the same text as one process writes. The workers are started
+    by :mod:`multiprocessing`, so a program that calls this must start as its rule says
+    (``if __name__ == "__main__":``). With ``debug`` the lines are answered here, so that
+    the first failure stops the stream with its traceback."""
     totals: dict[str, Any] = {}
-    # a stream's requests are mostly a few programs: each is planned once per input shapes
-    # (when it comes a second time) and replayed after (gradcli.compiled), with the numbers
-    # of a fresh evaluation; a program seen once costs no recording
-    plans = Plans(first=False)
-    lane = _Lane(plans, max_elements)
     progress = _progress(progress_total)
     try:
         # NumPy's floating-point errors, once for the stream: a response has no warnings,
         # and what the lane replays must not print NumPy's (the general way counts its own)
         with NUMPY.quiet():
-            ok, failed = _answer_all(
-                stream, write, lane, totals if accumulate else None, max_line_bytes,
-                max_elements, max_program_chars, progress, debug,
-            )  # fmt: skip
+            if jobs > 1 and not debug:
+                from .parallel import answer_in_parallel
+
+                ok, failed = answer_in_parallel(
+                    stream, write, jobs, totals if accumulate else None, max_line_bytes,
+                    max_elements, max_program_chars, progress,
+                )  # fmt: skip
+            else:
+                # a stream's requests are mostly a few programs: each is planned once per
+                # input shapes (when it comes a second time) and replayed after
+                # (gradcli.compiled), with the numbers of a fresh evaluation; a program
+                # seen once costs no recording
+                lane = _Lane(Plans(first=False), max_elements)
+                add = (lambda number, grads: _accumulate(totals, grads)) if accumulate else None
+                ok, failed = _answer_all(
+                    read_lines(stream, max_line_bytes), write, lane, add, max_line_bytes,
+                    max_elements, max_program_chars, progress, debug,
+                )  # fmt: skip
     finally:
         if progress is not None:
             progress[0].stop()
@@ -80,21 +98,22 @@ def run_batch(
 
 
 def _answer_all(
-    stream: IO[bytes],
+    lines: Iterable[tuple[int, bytes | None, int]],
     write: Callable[[str], None],
     lane: _Lane,
-    totals: dict[str, Any] | None,
+    add: Callable[[int, dict[str, Any]], None] | None,
     max_line_bytes: int,
     max_elements: int,
     max_program_chars: int,
     progress: tuple[Any, Any] | None,
     debug: bool,
 ) -> tuple[int, int]:
-    """Answer each line through ``write`` (the lane first, else the general way); add the
-    gradients into ``totals`` when given. Returns how many were answered and how many
-    failed."""
+    """Answer each line (as :func:`read_lines` gives them) through ``write``: the lane
+    first, else the general way. ``add(line number, gradients)`` is given each answer's
+    gradients before it is written (``--accumulate``); if it raises, the line fails.
+    Returns how many were answered and how many failed."""
     ok = failed = 0
-    for number, raw, size in read_lines(stream, max_line_bytes):
+    for number, raw, size in lines:
         if progress is not None:
             progress[0].advance(progress[1], size)
         if raw is not None and not raw.strip():
@@ -106,8 +125,7 @@ def _answer_all(
                     f"line {number} is longer than {max_line_bytes:,} bytes "
                     "(raise it with --max-line-bytes)"
                 )
-            text = _decode(raw, number).rstrip("\r\n")  # positions are within the line
-            request = parse_json_text(text, what=f"line {number}")
+            request = _parse_line(raw, number)
             answered = lane.answer(request)
             if answered is None:
                 result = evaluate(
@@ -120,8 +138,8 @@ def _answer_all(
                 response, grads = _response_text(result), result.grads
             else:
                 response, grads = answered
-            if totals is not None:
-                _accumulate(totals, grads)
+            if add is not None:
+                add(number, grads)
             ok += 1
         except Exception as exc:  # one bad line never stops the stream
             if debug:
@@ -132,6 +150,12 @@ def _answer_all(
         # line's fault, and no later answer could be written either)
         write(response)
     return ok, failed
+
+
+def _parse_line(raw: bytes, number: int) -> Any:
+    """The request of line ``number``."""
+    text = _decode(raw, number).rstrip("\r\n")  # positions are within the line
+    return parse_json_text(text, what=f"line {number}")
 
 
 def _response_text(result: Result) -> str:

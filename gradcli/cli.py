@@ -180,12 +180,26 @@ def batch_command(
     max_line_bytes: options.MaxLineBytesOpt = options.DEFAULT_MAX_LINE_BYTES,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            min=1,
+            metavar="N",
+            help="Answer on N worker processes, in blocks of lines, with the output of one "
+            "(1: in this process, as with --debug).",
+        ),
+    ] = 1,
     quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
 ) -> None:
     with _failures(True, debug):
         import gc
 
+        if jobs > 1 and not debug:  # the workers load gradcli while this process does
+            from .parallel import warm_up
+
+            warm_up(jobs, (max_line_bytes, max_elements, max_program_chars, accumulate))
         from .batch import run_batch
         from .inputs import open_requests
 
@@ -200,6 +214,7 @@ def batch_command(
             max_program_chars=max_program_chars,
             progress_total=None if quiet or source == "-" or not _batch_shows_progress() else total,
             debug=debug,
+            jobs=jobs,
         )
         if failed:
             raise typer.Exit(1)
