@@ -11,7 +11,9 @@ from .timing import Stats, format_value
 
 METRIC_ORDER = (TIME, MEM_NET, MEM_RAW, MEM_BASE)
 SHOWN_METRICS = (TIME, MEM_NET, MEM_RAW)
-LIB_ORDER = ("gradcli", "jobs1", "halves", "numpy", "imports", "typer", "torch", "autograd")
+LIB_ORDER = (
+    "gradcli", "jobs1", "halves", "numpy", "imports", "typer", "torch", "autograd", "bound",
+)  # fmt: skip
 METRIC_LABEL = {TIME: "time", MEM_NET: "peak RSS net", MEM_RAW: "peak RSS raw"}
 
 

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from .envinfo import THP_VAR, adjust_openblas_env, wait_idle
@@ -24,6 +25,10 @@ PROCESS_DESCRIPTIONS = {
     "W5": 'whole process: gradcli eval "a*b+b" a=[3,4] b=[5,6]',
     "W5b": "whole process: gradcli --help",
     "W6": "batch: sum(a*b+b) on 3-element inputs, per request: (T(2N) - T(N)) / N, N = {n}",
+    "W10": "sum(tanh(a)*exp(-b**2)), a and b of {w10_n:.0e} float64 from .npy files, "
+    "gradients to grads.zarr: the whole eval --backend dask command; NumPy and torch on the "
+    "arrays in memory",
+    "W10z": "the same, a and b from Zarr stores (compressed, Zarr's default codec)",
     "W11": "batch --jobs 2 against one process: the tutorial's sum(a*b+b), a and b of 2 "
     "elements varying, {jobs_n} requests, the whole run (start-up included)",
 }
@@ -40,6 +45,7 @@ class Plan:
     memory_repeats: int  # fresh children per library for peak memory
     jobs_n: int = 100_000  # W11: requests in the stream
     jobs_rounds: int = 7  # W11: whole runs of each command (interleaved)
+    w10_n: int = 10**8  # W10: elements of a and b (0.8 GB each, on disk)
 
 
 FULL_PLAN = Plan(TimerConfig(), False, 15, 2, 5000, 5, 3)
@@ -51,8 +57,9 @@ QUICK_PLAN = Plan(
     200,
     2,
     1,
-    2000,
-    2,
+    jobs_n=2000,
+    jobs_rounds=2,
+    w10_n=10**6,
 )
 
 
@@ -206,7 +213,7 @@ def _run_in(
 
     launcher = None
     launch_note = "not used in this run"
-    if any(w in ids for w in ("W5", "W5b", "W6", "W11")):
+    if any(w in ids for w in ("W5", "W5b", "W6", "W10", "W10z", "W11")):
         launcher = procs.find_gradcli(args.gradcli_launch, env)
         launch_note = launcher.how
         if not launch_note.startswith("console"):
@@ -236,7 +243,9 @@ def _run_in(
     print_header(console, info)
 
     descriptions = {
-        w: PROCESS_DESCRIPTIONS[w].format(n=plan.batch_n, jobs_n=f"{plan.jobs_n:,}")
+        w: PROCESS_DESCRIPTIONS[w].format(
+            n=plan.batch_n, jobs_n=f"{plan.jobs_n:,}", w10_n=plan.w10_n
+        )
         if w in PROCESS_DESCRIPTIONS
         else workloads.describe(w, sizes)
         for w in ids
@@ -373,6 +382,8 @@ def _whole_process(
             cmds["torch"] = [torch_python, "-c", procs.TORCH_LOOP]
         stats = procs.batch_marginal(cmds, env, plan.batch_n, plan.batch_rounds)
         add("W6", stats, labels, ["gradcli", "numpy", "torch"])
+    if "W10" in ids or "W10z" in ids:
+        _out_of_core(results, ids, plan, torch_python, torch_note)
     if "W11" in ids:
         labels = {
             "gradcli": f"{shown} batch --jobs 2 (two worker processes)",
@@ -386,3 +397,38 @@ def _whole_process(
         cmds["halves"] = (one, 2)
         stats = procs.batch_whole_runs(cmds, env, plan.jobs_n, plan.jobs_rounds)
         add("W11", stats, labels, ["gradcli", "jobs1", "halves"])
+
+
+def _out_of_core(
+    results: Any, ids: list[str], plan: Plan, torch_python: str | None, torch_note: str
+) -> None:
+    """W10 and W10z: each row a fresh process (benchmarks/outofcore.py), one measurement
+    each (gradcli's the faster of two runs, its peak the larger), and a row holding issue
+    15's memory bound."""
+    from . import outofcore
+    from .report import Row
+    from .timing import Stats
+
+    folder = Path(tempfile.gettempdir()) / "gradcli-bench"
+    _progress(f"W10  making or reusing the data in {folder} ({plan.w10_n:.0e} elements)")
+    rows = outofcore.measure(plan.w10_n, folder, rounds=3, torch_python=torch_python)
+    for wid, kind in (("W10", "npy"), ("W10z", "zarr")):
+        if wid not in ids:
+            continue
+        labels = {
+            "gradcli": f"gradcli eval --backend dask, a and b from .{kind}, --save grads.zarr",
+            "numpy": "NumPy by hand, arrays in memory",
+            "torch": "torch autograd, arrays in memory (one round)",
+        }
+        for lib, row in (("gradcli", rows[f"gradcli {kind}"]), ("numpy", rows["numpy"]),
+                         ("torch", rows.get("torch"))):  # fmt: skip
+            if row is None:
+                for metric in (TIME, MEM_RAW):
+                    results.rows.append(Row(wid, metric, lib, labels[lib], None, torch_note))
+                continue
+            results.rows.append(Row(wid, TIME, lib, labels[lib], Stats((row["seconds"],), "s")))
+            peak = Stats((row["peak_kib"] / 1024,), "MiB")
+            results.rows.append(Row(wid, MEM_RAW, lib, labels[lib], peak))
+            _progress(f"{wid:4} {lib:9} {row['seconds']:.2f} s, peak {peak.median:.0f} MiB")
+        bound = Stats((outofcore.PEAK_LIMIT_GB * 1024,), "MiB")
+        results.rows.append(Row(wid, MEM_RAW, "bound", "issue 15's bound: 1 GB", bound))

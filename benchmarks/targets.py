@@ -7,9 +7,11 @@ from dataclasses import dataclass
 # Every workload, in the order of the table. W7x (the Hessian with respect to x alone) is
 # an extra report-only row beside W7 (with respect to W and x, what `gradcli hessian` does).
 # W3c (the W3a program through gradcli.compile), W8 (optimize) and W9 (check) are issue 14's;
-# W11 (`batch --jobs 2` against one process) is `batch --jobs`'s.
+# W10 (a program over files larger than NumPy should hold, gradients to disk) and W11
+# (`batch --jobs 2` against one process) are issue 15's.
 ALL_IDS = (
-    "W1", "W2", "W3a", "W3b", "W3c", "W4", "W5", "W5b", "W6", "W7", "W7x", "W8", "W9", "W11",
+    "W1", "W2", "W3a", "W3b", "W3c", "W4", "W5", "W5b", "W6", "W7", "W7x", "W8", "W9", "W10",
+    "W10z", "W11",
 )  # fmt: skip
 IN_PROCESS_IDS = ("W1", "W2", "W3a", "W3b", "W3c", "W4", "W7", "W7x", "W8", "W9")
 MEMORY_IDS = ("W3a", "W3b")
@@ -51,6 +53,12 @@ TARGETS = (
     Target("W6", TIME, "torch", 0.4),
     Target("W8", TIME, "torch", 0.5),
     Target("W9", TIME, "torch", 0.5),
+    # W10 (.npy inputs) and W10z (Zarr inputs): within 1.5x NumPy by hand in memory, and
+    # peaking at 1 GB at most ("bound": a row holding the bound, 1024 MiB)
+    Target("W10", TIME, "numpy", 1.5),
+    Target("W10", MEM_RAW, "bound", 1.0),
+    Target("W10z", TIME, "numpy", 1.5),
+    Target("W10z", MEM_RAW, "bound", 1.0),
     # 1.7x the throughput of one process: the time of --jobs 2 at most 1/1.7 of --jobs 1's
     Target("W11", TIME, "jobs1", 1 / 1.7),
 )
