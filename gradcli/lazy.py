@@ -334,12 +334,13 @@ def evaluate(
     id: Any = None,
     chunks: Any = None,
     scheduler_address: str | None = None,
+    into: str | None = None,
 ) -> Any:
     """:func:`gradcli.evaluate` on the Dask backend: the same :class:`Result`, of NumPy
     arrays, computed chunk by chunk (``chunks``: bytes per chunk) on Dask's threads or
-    the cluster at ``scheduler_address`` (``local:N``, ``tcp://host:8786``)."""
-    from .api import _clip, _finish, _Run
-
+    the cluster at ``scheduler_address`` (``local:N``, ``tcp://host:8786``). ``into``: a
+    Zarr group to write the output and the gradients into instead (:func:`evaluate_into`).
+    """
     clipping = _Clip.checked(clip_norm, clip_value, norm_type)
     lazy = build(
         expr,
@@ -352,6 +353,16 @@ def evaluate(
         max_program_chars=max_program_chars,
         chunks=chunks,
     )
+    if into is not None:
+        return _into_zarr(into, lazy, clipping, scheduler_address, expr, id)
+    return _into_memory(lazy, clipping, scheduler_address, expr, id)
+
+
+def _into_memory(
+    lazy: Lazy, clipping: _Clip, scheduler_address: str | None, expr: str, id: Any
+) -> Any:
+    from .api import _clip, _finish, _Run
+
     run = lazy.run
     names = list(run.intermediates)
     asked = [n for n, g in run.grads.items() if g is not None]
@@ -384,43 +395,22 @@ def evaluate(
 
 
 def evaluate_into(
-    path: str,
-    expr: str,
-    inputs: Mapping[str, Any] | None = None,
-    *,
-    wrt: Any = None,
-    grad_output: Any = None,
-    clip_norm: float | None = None,
-    norm_type: Any = 2.0,
-    clip_value: float | None = None,
-    dtype: Any = "float64",
-    seed: int = 0,
-    max_elements: int = E.DEFAULT_MAX_ELEMENTS,
-    max_program_chars: int | None = None,
-    id: Any = None,
-    chunks: Any = None,
-    scheduler_address: str | None = None,
+    path: str, expr: str, inputs: Mapping[str, Any] | None = None, **options: Any
 ) -> Any:
     """:func:`evaluate`, with the output and the gradients written into the Zarr group
     ``path`` chunk by chunk (``--save out.zarr``: ``output`` and ``grad_NAME``, as
-    ``--save`` names them) instead of into memory, in one pass. The Result's arrays are
-    read back from the group lazily,
+    ``--save`` names them) instead of into memory, in one pass; ``options`` as
+    :func:`evaluate` takes them. The Result's arrays are read back from the group lazily,
     its inputs and bindings are lazy too: showing one reads only what is shown."""
+    return evaluate(expr, inputs, into=path, **options)
+
+
+def _into_zarr(
+    path: str, lazy: Lazy, clipping: _Clip, scheduler_address: str | None, expr: str, id: Any
+) -> Any:
     from .api import _finish, _Run
     from .io.chunked import ZarrWriter, read_zarr_group
 
-    clipping = _Clip.checked(clip_norm, clip_value, norm_type)
-    lazy = build(
-        expr,
-        inputs,
-        wrt=wrt,
-        grad_output=grad_output,
-        dtype=dtype,
-        seed=seed,
-        max_elements=max_elements,
-        max_program_chars=max_program_chars,
-        chunks=chunks,
-    )
     run = lazy.run
     grads = {f"grad_{n}": g for n, g in run.grads.items() if g is not None}
     grads.update({f"grad_{n}": g for n, (_, g) in run.intermediates.items() if g is not None})

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from . import backend
-from .backend import _FUNCTIONS, NUMPY
+from .backend import _FUNCTIONS, NUMPY, NumpyBackend
 
 #: NumPy names that Dask spells otherwise
 _SPELLED = {"abs": da.absolute}
@@ -223,16 +223,8 @@ class DaskBackend:
     def astype(x: Any, dtype: Any) -> Any:
         return x if x.dtype == dtype else x.astype(dtype)
 
-    @staticmethod
-    def sum_to(x: Any, shape: tuple[int, ...]) -> Any:
-        """Sum ``x`` down to ``shape``: the adjoint of broadcasting ``shape`` up to x.shape."""
-        if x.shape == shape:
-            return x
-        lead = x.ndim - len(shape)
-        axes = tuple(range(lead)) + tuple(
-            i + lead for i, s in enumerate(shape) if s == 1 and x.shape[i + lead] != 1
-        )
-        return x.sum(axis=axes, keepdims=True).reshape(shape)
+    # Summing a broadcast gradient back down: NumPy's method calls work on Dask arrays.
+    sum_to = staticmethod(NumpyBackend.sum_to)
 
     def scatter(self, g: Any, key: tuple[Any, ...], shape: tuple[int, ...]) -> Any:
         """Zeros of ``shape`` with ``g`` at ``key``. Integer indices naming one element
