@@ -243,8 +243,9 @@ BATCH_HELP = """Answer NDJSON requests, one JSON response per line, in order.
 
 Each line is a request {"expr": ..., "inputs": {...}, "wrt", "grad_output", "clip_norm",
 "norm_type", "clip_value", "seed", "dtype", "id"}. Every response line is flushed as it is
-written (with --jobs, a block of them), so gradcli works as a coprocess. A bad line gets an error response (with its
-"input_line") and the stream goes on; the exit code is 1 if any line failed.
+written (with --jobs, a block of them), so gradcli works as a coprocess. A bad line gets an
+error response (with its "input_line") and the stream goes on; the exit code is 1 if any
+line failed.
 
 With stderr a terminal, a progress bar runs there (not with --quiet); the responses
 still go to stdout.
