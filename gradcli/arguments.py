@@ -196,7 +196,9 @@ class Scale:
         (a Zarr store, a large ``.npy`` file), which is said on stderr."""
         if self.backend is options.BackendName.dask:
             return True
-        lazy = [n for n, v in inputs.items() if type(v).__module__.startswith("dask.")]
+        from .autograd.backend import OTHER_ARRAYS
+
+        lazy = [n for n, v in inputs.items() if isinstance(v, OTHER_ARRAYS)]
         if self.backend is None and lazy:
             if not quiet:
                 from . import present
@@ -221,11 +223,12 @@ class Scale:
         """The evaluation on Dask: into ``--save out.zarr`` a chunk at a time when that is
         where the result goes, else into memory; a progress bar on a terminal's stderr."""
         from . import lazy, present
+        from .io import check_save_path
 
         where: dict[str, Any] = {"chunks": self.chunk_bytes, "scheduler_address": self.scheduler}
         show = not quiet and sys.stderr.isatty() and self.scheduler is None
         with lazy.progress(show, present.make_console(stderr=True)):
-            if save is not None and str(save).rstrip("/\\").lower().endswith(".zarr"):
+            if save is not None and check_save_path(str(save)) == ".zarr":
                 self.saved = True
                 return lazy.evaluate_into(str(save), **kwargs, **limited, **where)
             return lazy.evaluate(**kwargs, **limited, **where)

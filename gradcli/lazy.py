@@ -413,25 +413,19 @@ def _into_zarr(
     run = lazy.run
     grads = {f"grad_{n}": g for n, g in run.grads.items() if g is not None}
     grads.update({f"grad_{n}": g for n, (_, g) in run.intermediates.items() if g is not None})
-    writer = ZarrWriter(path)
-    try:
-        with scheduler(scheduler_address) as client:
+    with ZarrWriter(path) as writer, scheduler(scheduler_address) as client:
 
-            def on_cluster(*arrays: Any) -> tuple[Any, ...]:
-                return compute(*arrays, client=client)
+        def on_cluster(*arrays: Any) -> tuple[Any, ...]:
+            return compute(*arrays, client=client)
 
-            measures = [_norm(2.0)]
-            if clipping.norm is not None:
-                measures.append(_norm(clipping.p))
-            with _counted(lazy.fp, forward_keys(run.value)):  # one pass: output, gradients
-                stats = writer.store({"output": run.value, **grads}, on_cluster, measures)
-            asked = [n for n, g in run.grads.items() if g is not None]
-            with _counted(lazy.fp):  # a second pass, only when clipping changes them
-                clip = _clip_stored(writer, asked, clipping, stats, on_cluster)
-        writer.commit()
-    except BaseException:
-        writer.abort()
-        raise
+        measures = [_norm(2.0)]
+        if clipping.norm is not None:
+            measures.append(_norm(clipping.p))
+        with _counted(lazy.fp, forward_keys(run.value)):  # one pass: output, gradients
+            stats = writer.store({"output": run.value, **grads}, on_cluster, measures)
+        asked = [n for n, g in run.grads.items() if g is not None]
+        with _counted(lazy.fp):  # a second pass, only when clipping changes them
+            clip = _clip_stored(writer, asked, clipping, stats, on_cluster)
     saved = read_zarr_group(path)
     done = _Run(
         value=saved["output"],

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from . import backend
-from .backend import _FUNCTIONS, NUMPY, NumpyBackend
+from .backend import _FUNCTIONS, NUMPY, NumpyBackend, _count
 
 #: NumPy names that Dask spells otherwise
 _SPELLED = {"abs": da.absolute}
@@ -312,14 +312,6 @@ def _reduced_shape(shape: tuple[int, ...], axis: Any, keepdims: bool) -> tuple[i
     if keepdims:
         return tuple(1 if i in axes else s for i, s in enumerate(shape))
     return tuple(s for i, s in enumerate(shape) if i not in axes)
-
-
-def _count(shape: tuple[int, ...], axis: Any) -> int:
-    n = 1
-    axes = range(len(shape)) if axis is None else (axis,) if isinstance(axis, int) else axis
-    for a in axes:
-        n *= shape[a]
-    return n
 
 
 DASK = DaskBackend()

@@ -148,7 +148,8 @@ class ZarrWriter:
     """``--save out.zarr``: a new Zarr group beside the path, filled by :meth:`store`,
     put in the path's place by :meth:`commit` (a rename; an old ``out.zarr`` is moved
     aside first and deleted after), removed by :meth:`abort` if the work fails. Readers
-    see the old group or the whole new one, never a part."""
+    see the old group or the whole new one, never a part. As a context manager it commits
+    when its block ends and aborts when the block raises."""
 
     def __init__(self, path: str) -> None:
         import zarr
@@ -160,6 +161,15 @@ class ZarrWriter:
             self.group = zarr.open_group(self.tmp, mode="w")
         except OSError as e:
             raise InputError(f"cannot write {_short(path, 200)}: {_os_cause(e)}") from None
+
+    def __enter__(self) -> ZarrWriter:
+        return self
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None:
+            self.commit()
+        else:
+            self.abort()
 
     def store(
         self,
@@ -206,7 +216,7 @@ class ZarrWriter:
 
     def read(self) -> dict[str, Any]:
         """The arrays written so far, lazily, in the chunks they were written in."""
-        return {k: da.from_zarr(v) for k, v in self.group.members() if hasattr(v, "chunks")}
+        return _arrays_of(self.group)
 
     def commit(self) -> None:
         old = None
@@ -225,5 +235,11 @@ def read_zarr_group(path: str) -> dict[str, Any]:
     """The arrays of a Zarr group, lazily (what ``--save out.zarr`` wrote)."""
     import zarr
 
-    group = zarr.open_group(os.path.expanduser(path), mode="r")
+    return _arrays_of(zarr.open_group(os.path.expanduser(path), mode="r"))
+
+
+def _arrays_of(group: Any) -> dict[str, Any]:
+    """The arrays of a Zarr group (not its subgroups), lazily, in their stored chunks."""
+    import zarr
+
     return {k: da.from_zarr(v) for k, v in group.members() if isinstance(v, zarr.Array)}

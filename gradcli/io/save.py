@@ -105,13 +105,8 @@ def save_zarr(path: str, arrays: Mapping[str, Any]) -> None:
             f"--save {_short(path, 200)}: Zarr needs dask and zarr, which are not installed: "
             "pip install 'gradcli[dask]'"
         ) from None
-    writer = ZarrWriter(path)
-    try:
+    with ZarrWriter(path) as writer:
         writer.store(arrays, lambda *todo: dask.compute(*todo, scheduler="threads"))
-        writer.commit()
-    except BaseException:
-        writer.abort()
-        raise
 
 
 def _write_replaced(path: str, write: Callable[[IO[bytes]], Any]) -> None:
