@@ -350,16 +350,21 @@ def _numpy_w3a(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
     return fn
 
 
+def numpy_w3b_step(a: np.ndarray, b: np.ndarray) -> tuple[Any, ...]:
+    """``sum(tanh(a)*exp(-b**2))`` and its gradients, written out in NumPy (W3b, W10)."""
+    ta = np.tanh(a)
+    eb = np.exp(-(b * b))
+    out = float(np.sum(ta * eb))
+    ga = (1.0 - ta * ta) * eb
+    gb = -2.0 * b * ta * eb
+    return out, ga, gb
+
+
 def _numpy_w3b(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
     a, b = inp["a"], inp["b"]
 
     def fn() -> tuple[Any, ...]:
-        ta = np.tanh(a)
-        eb = np.exp(-(b * b))
-        out = float(np.sum(ta * eb))
-        ga = (1.0 - ta * ta) * eb
-        gb = -2.0 * b * ta * eb
-        return out, ga, gb
+        return numpy_w3b_step(a, b)
 
     return fn
 
