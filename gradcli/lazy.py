@@ -418,9 +418,9 @@ def _into_zarr(
         def on_cluster(*arrays: Any) -> tuple[Any, ...]:
             return compute(*arrays, client=client)
 
-        measures = [_norm(2.0)]
-        if clipping.norm is not None:
-            measures.append(_norm(clipping.p))
+        # the store learns each array's finiteness and 2-norm; clipping by norm takes the
+        # engine's own p-norm (as gradcli.evaluate's clipping does), in the same pass
+        measures = [] if clipping.norm is None else [_norm(clipping.p)]
         with _counted(lazy.fp, forward_keys(run.value)):  # one pass: output, gradients
             stats = writer.store({"output": run.value, **grads}, on_cluster, measures)
         asked = [n for n, g in run.grads.items() if g is not None]
@@ -458,11 +458,7 @@ def _clip_stored(
         )
         if scale != 1.0:
             stored = writer.read()
-            stats.update(
-                writer.store(
-                    {name: stored[name] * scale for name in names}, on_cluster, [_norm(2.0)]
-                )
-            )
+            stats.update(writer.store({name: stored[name] * scale for name in names}, on_cluster))
         return {
             "max_norm": clipping.norm, "norm_type": clipping.p, "total_norm": total,
             "scale": scale,
@@ -475,7 +471,7 @@ def _clip_stored(
             with E.NUMPY.quiet():
                 bound = a.dtype.type(clipping.value)
             bounded[name] = a.clip(-bound, bound)
-        stats.update(writer.store(bounded, on_cluster, [_norm(2.0)]))
+        stats.update(writer.store(bounded, on_cluster))
         return {"clip_value": clipping.value}
     return None
 

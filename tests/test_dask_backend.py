@@ -455,3 +455,81 @@ def test_the_api_evaluates_on_dask_when_asked() -> None:
         gradcli.evaluate("a", {"a": 1}, backend="cupy")
     with pytest.raises(InputError, match="go with backend='dask'"):
         gradcli.evaluate("a", {"a": 1}, chunks=8)
+
+
+@pytest.mark.parametrize("size", [0, 1, 4095, 4096, 4097, (1 << 20) * 3 + 17])
+@pytest.mark.parametrize("how", ["direct", "no O_DIRECT", "refused midway"])
+def test_chunk_files_are_written_whole_past_the_cache_or_through_it(
+    size: int, how: str, tmp_path: Any, monkeypatch: Any
+) -> None:
+    import errno
+    import os
+
+    from gradcli.io import chunked
+
+    data = np.random.default_rng(size).integers(0, 256, size, dtype=np.uint8).tobytes()
+    if how == "no O_DIRECT":  # a system without direct I/O (macOS)
+        monkeypatch.delattr(os, "O_DIRECT", raising=False)
+    direct: list[bool] = []  # of each write: whether past the cache
+    real = os.write
+
+    def write(fd: int, view: Any) -> int:
+        import fcntl
+
+        direct.append(bool(fcntl.fcntl(fd, fcntl.F_GETFL) & getattr(os, "O_DIRECT", 0)))
+        if how == "refused midway" and direct[-1] and direct.count(True) > 1:
+            raise OSError(errno.EINVAL, "Invalid argument")
+        return real(fd, view)
+
+    monkeypatch.setattr(os, "write", write)
+    path = tmp_path / "sub" / "c" / "0"
+    chunked._write_file(str(path), memoryview(data))
+    assert path.read_bytes() == data
+    if how != "no O_DIRECT" and size >= 4096 and _direct_io(tmp_path):
+        pieces = -(-(size - size % 4096) // 2**20)  # whole 1 MiB pieces, and the last
+        assert direct == [True] * (pieces if how == "direct" else min(pieces, 2))
+    chunked._write_file(str(path), memoryview(data[: size // 2]))  # a shorter file replaces it
+    assert path.read_bytes() == data[: size // 2]
+
+
+def _direct_io(folder: Any) -> bool:
+    """Whether the file system of ``folder`` takes direct I/O (tmpfs does not)."""
+    import os
+
+    try:
+        os.close(os.open(folder / "probe", os.O_WRONLY | os.O_CREAT | os.O_DIRECT))
+    except (OSError, AttributeError):
+        return False
+    return True
+
+
+def test_the_finiteness_and_norm_learnt_while_writing(tmp_path: Any) -> None:
+    from gradcli.io.chunked import ZarrWriter
+
+    rng = np.random.default_rng(3)
+    arrays = {
+        "plain": rng.standard_normal((300, 7)),
+        "inf": np.array([1.0, np.inf, 2.0, 3.0, -np.inf]),
+        "nan": np.array([1.0, 2.0, np.nan, np.inf]),
+        "big": np.full(6, 1e200),  # finite, though the sum of squares overflows
+        "f32": rng.standard_normal(1000).astype(np.float32),
+        "scalar": np.array(-2.5),
+    }
+
+    def sync(*arrays: Any) -> tuple[Any, ...]:
+        import dask
+
+        return tuple(dask.compute(*arrays, scheduler="sync"))
+
+    with ZarrWriter(str(tmp_path / "o.zarr")) as writer:
+        stats = writer.store({n: da.from_array(a, chunks=2) for n, a in arrays.items()}, sync)
+        back = {n: a.compute() for n, a in writer.read().items()}
+    for n, a in arrays.items():
+        assert back[n].dtype == a.dtype and np.array_equal(back[n], a, equal_nan=True), n
+    finite = {n: s[0] for n, s in stats.items()}
+    assert finite == {"plain": True, "inf": False, "nan": False, "big": True, "f32": True,
+                      "scalar": True}  # fmt: skip
+    assert stats["plain"][1] == pytest.approx(np.linalg.norm(arrays["plain"]), rel=1e-13)
+    assert stats["f32"][1] == pytest.approx(np.linalg.norm(arrays["f32"].astype(float)), rel=1e-13)
+    assert stats["scalar"][1] == 2.5
+    assert stats["inf"][1] == np.inf and np.isnan(stats["nan"][1]) and stats["big"][1] == np.inf
