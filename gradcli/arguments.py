@@ -222,16 +222,30 @@ class Scale:
     ) -> Any:
         """The evaluation on Dask: into ``--save out.zarr`` a chunk at a time when that is
         where the result goes, else into memory; a progress bar on a terminal's stderr."""
-        from . import lazy, present
+        from . import lazy
         from .io import check_save_path
 
         where: dict[str, Any] = {"chunks": self.chunk_bytes, "scheduler_address": self.scheduler}
-        show = not quiet and sys.stderr.isatty() and self.scheduler is None
-        with lazy.progress(show, present.make_console(stderr=True)):
+        with self.progress(quiet):
             if save is not None and check_save_path(str(save)) == ".zarr":
                 self.saved = True
                 return lazy.evaluate_into(str(save), **kwargs, **limited, **where)
             return lazy.evaluate(**kwargs, **limited, **where)
+
+    def progress(self, quiet: bool) -> Any:
+        """A progress bar of the chunks Dask's threads compute, on a terminal's stderr."""
+        from . import lazy, present
+
+        show = not quiet and sys.stderr.isatty() and self.scheduler is None
+        return lazy.progress(show, present.make_console(stderr=True))
+
+    def analysis_options(self, inputs: dict[str, Any], quiet: bool) -> dict[str, Any]:
+        """The keyword arguments that put a ``gradcli.analysis`` function on Dask when the
+        command evaluates there (:meth:`on_dask`: asked for, or an input read a chunk at a
+        time, said on stderr); none on NumPy, whose path is as it always was."""
+        if not self.on_dask(inputs, quiet):
+            return {}
+        return {"backend": "dask", "chunks": self.chunk_bytes, "scheduler": self.scheduler}
 
 
 def _program_and_inputs(
@@ -265,17 +279,29 @@ def _analyse(
     dtype: options.DType,
     seed: int,
     limits: options.Limits,
+    scale: Scale | None = None,
+    quiet: bool = False,
     **command_options: Any,
 ) -> Any:
-    """Run ``gradcli.analysis.<command>`` on the command line's program and inputs."""
+    """Run ``gradcli.analysis.<command>`` on the command line's program and inputs; on Dask
+    when ``scale`` says so (docs/dask.md), with a progress bar of the chunks computed
+    (``optimize`` has its own of the steps: its passes are computed a step at a time)."""
+    import contextlib
+
     from . import analysis
 
-    text, given = _program_and_inputs(expr, values, file, inputs, dtype, seed, limits)
+    text, given = _program_and_inputs(expr, values, file, inputs, dtype, seed, limits, scale)
+    on_dask = {} if scale is None else scale.analysis_options(given, quiet)
+    shown: Any = contextlib.nullcontext()
+    if on_dask and command != "optimize" and scale is not None:
+        shown = scale.progress(quiet)
     run = getattr(analysis, command)
-    return run(
-        text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
-        max_elements=limits.elements, max_program_chars=limits.program_chars, **command_options,
-    )  # fmt: skip
+    with shown:
+        return run(
+            text, given, wrt=_split_names(wrt), dtype=dtype.value, seed=seed,
+            max_elements=limits.elements, max_program_chars=limits.program_chars,
+            **on_dask, **command_options,
+        )  # fmt: skip
 
 
 def _check_save(save: Path | None) -> None:

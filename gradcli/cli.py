@@ -243,6 +243,9 @@ def check_command(
     dtype: options.DTypeOpt = options.DType.float64,
     seed: options.SeedOpt = 0,
     json_out: options.JsonOpt = False,
+    backend: options.BackendOpt = None,
+    chunks: options.ChunksOpt = None,
+    scheduler: options.SchedulerOpt = None,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
@@ -251,11 +254,12 @@ def check_command(
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
+    scale = Scale(backend, chunks, scheduler)
     with _failures(json_out, debug):
         from . import present
 
         result = _analyse(
-            "check", expr, values, file, inputs, wrt, dtype, seed, limits,
+            "check", expr, values, file, inputs, wrt, dtype, seed, limits, scale, quiet,
             eps=eps, rtol=rtol, atol=atol, order=order, max_passes=max_passes,
         )  # fmt: skip
         _emit(result, json_out, quiet, lambda console: present.print_check(result, console))
@@ -276,6 +280,9 @@ def jacobian_command(
     precision: options.PrecisionOpt = 4,
     full: options.FullOpt = False,
     save: options.SaveOpt = None,
+    backend: options.BackendOpt = None,
+    chunks: options.ChunksOpt = None,
+    scheduler: options.SchedulerOpt = None,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
@@ -284,13 +291,15 @@ def jacobian_command(
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
+    scale = Scale(backend, chunks, scheduler)
     with _failures(json_out, debug):
         from . import present
 
         _check_save(save)
         result = _analyse(
-            "jacobian", expr, values, file, inputs, wrt, dtype, seed, limits, max_passes=max_passes
-        )
+            "jacobian", expr, values, file, inputs, wrt, dtype, seed, limits, scale, quiet,
+            max_passes=max_passes,
+        )  # fmt: skip
         if save is not None:  # before printing: a failed save must not follow a success
             from .io import save_result
 
@@ -320,6 +329,9 @@ def hessian_command(
     json_out: options.JsonOpt = False,
     precision: options.PrecisionOpt = 4,
     save: options.SaveOpt = None,
+    backend: options.BackendOpt = None,
+    chunks: options.ChunksOpt = None,
+    scheduler: options.SchedulerOpt = None,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
@@ -328,13 +340,15 @@ def hessian_command(
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
+    scale = Scale(backend, chunks, scheduler)
     with _failures(json_out, debug):
         from . import present
 
         _check_save(save)
         result = _analyse(
-            "hessian", expr, values, file, inputs, wrt, dtype, seed, limits, max_passes=max_passes
-        )
+            "hessian", expr, values, file, inputs, wrt, dtype, seed, limits, scale, quiet,
+            max_passes=max_passes,
+        )  # fmt: skip
         if save is not None:  # before printing: a failed save must not follow a success
             from .io import save_result
 
@@ -365,6 +379,9 @@ def graph_command(
     seed: options.SeedOpt = 0,
     json_out: options.JsonOpt = False,
     precision: options.PrecisionOpt = 4,
+    backend: options.BackendOpt = None,
+    chunks: options.ChunksOpt = None,
+    scheduler: options.SchedulerOpt = None,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
@@ -372,10 +389,13 @@ def graph_command(
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
+    scale = Scale(backend, chunks, scheduler)
     with _failures(json_out, debug):
         from . import present
 
-        result = _analyse("graph", expr, values, file, inputs, wrt, dtype, seed, limits)
+        result = _analyse(
+            "graph", expr, values, file, inputs, wrt, dtype, seed, limits, scale, quiet
+        )
         if dot and not json_out:
             _report(result, quiet=quiet, table=False)
             sys.stdout.write(result.to_dot())
@@ -427,6 +447,9 @@ def optimize_command(
     precision: options.PrecisionOpt = 4,
     full: options.FullOpt = False,
     max_history: options.MaxHistoryOpt = options.DEFAULT_MAX_HISTORY,
+    backend: options.BackendOpt = None,
+    chunks: options.ChunksOpt = None,
+    scheduler: options.SchedulerOpt = None,
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
@@ -434,12 +457,13 @@ def optimize_command(
     debug: options.DebugOpt = False,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
+    scale = Scale(backend, chunks, scheduler)
     with _failures(json_out, debug):
         from . import present
 
         with _StopOnCtrlC() as ctrl_c, _StepProgress(steps, shown=not quiet) as on_step:
             result = _analyse(
-                "optimize", expr, values, file, inputs, wrt, dtype, seed, limits,
+                "optimize", expr, values, file, inputs, wrt, dtype, seed, limits, scale, quiet,
                 optimizer=optimizer.value, steps=steps, lr=lr, momentum=momentum,
                 clip_norm=clip_norm, norm_type=norm_type, clip_value=clip_value,
                 zero_grad=zero_grad, max_history=max_history, on_step=on_step,

@@ -313,6 +313,9 @@ does (gradients accumulate). The loss history (plot, --json) holds every loss up
 Ctrl-C stops after the current step and prints the result so far (exit status 130);
 a second Ctrl-C ends at once.
 
+With --backend dask each step is one pass over the inputs where they lie (a data set
+on disk is read a chunk at a time, every step); the inputs optimised are held in memory.
+
 \b
 Examples:
   gradcli optimize "sum((x - 3)**2)" x='[0,0]' --optimizer adam --lr 0.1 --steps 200

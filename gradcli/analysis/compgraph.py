@@ -119,9 +119,23 @@ def graph(
     seed: int = 0,
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
+    backend: str = "numpy",
+    chunks: Any = None,
+    scheduler: str | None = None,
 ) -> Graph:
     """The computation graph of ``expr``: every node with its operation, value and the
-    gradient of the (summed) output with respect to it."""
+    gradient of the (summed) output with respect to it. ``backend="dask"``: the passes on
+    Dask arrays in chunks of ``chunks`` bytes, every node computed together on Dask's
+    threads or the ``scheduler`` (docs/dask.md)."""
+    if backend != "numpy" or chunks is not None or scheduler is not None:
+        from . import on_dask
+
+        at = on_dask.where(backend, chunks, scheduler)
+        if at is not None:
+            return on_dask.graph(
+                expr, inputs, at, wrt=wrt, dtype=dtype, seed=seed, max_elements=max_elements,
+                max_program_chars=max_program_chars,
+            )  # fmt: skip
     setup = prepare(
         expr,
         inputs,

@@ -129,8 +129,22 @@ def jacobian(
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
     max_passes: int = DEFAULT_MAX_PASSES,
+    backend: str = "numpy",
+    chunks: Any = None,
+    scheduler: str | None = None,
 ) -> Jacobian:
-    """d output / d input for each ``wrt`` input, shaped ``output.shape + input.shape``."""
+    """d output / d input for each ``wrt`` input, shaped ``output.shape + input.shape``.
+    ``backend="dask"``: the passes on Dask arrays in chunks of ``chunks`` bytes, computed
+    together on Dask's threads or the ``scheduler`` (docs/dask.md)."""
+    if backend != "numpy" or chunks is not None or scheduler is not None:
+        from . import on_dask
+
+        at = on_dask.where(backend, chunks, scheduler)
+        if at is not None:
+            return on_dask.jacobian(
+                expr, inputs, at, wrt=wrt, dtype=dtype, seed=seed, max_elements=max_elements,
+                max_program_chars=max_program_chars, max_passes=max_passes,
+            )  # fmt: skip
     setup = prepare(
         expr,
         inputs,
@@ -228,8 +242,22 @@ def hessian(
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
     max_passes: int = DEFAULT_MAX_PASSES,
+    backend: str = "numpy",
+    chunks: Any = None,
+    scheduler: str | None = None,
 ) -> Hessian:
-    """Second derivatives of a scalar output by differentiating the backward pass."""
+    """Second derivatives of a scalar output by differentiating the backward pass.
+    ``backend="dask"``: the passes on Dask arrays in chunks of ``chunks`` bytes, computed
+    together on Dask's threads or the ``scheduler`` (docs/dask.md)."""
+    if backend != "numpy" or chunks is not None or scheduler is not None:
+        from . import on_dask
+
+        at = on_dask.where(backend, chunks, scheduler)
+        if at is not None:
+            return on_dask.hessian(
+                expr, inputs, at, wrt=wrt, dtype=dtype, seed=seed, max_elements=max_elements,
+                max_program_chars=max_program_chars, max_passes=max_passes,
+            )  # fmt: skip
     setup = prepare(
         expr,
         inputs,

@@ -133,6 +133,11 @@ def _numeric_jacobian(
                 shifted = Setup(setup.program, values, setup.wanted, "float64")
                 results.append(_flat_gradient(shifted, seed, plans, fp, max_elements))
         columns.append((results[0] - results[1]) / (2 * eps))
+    return _stacked(columns)
+
+
+def _stacked(columns: list[np.ndarray]) -> np.ndarray:
+    """The finite differences' columns as one (out_size, in_size) matrix."""
     size = columns[0].size if columns else 0
     return np.stack(columns, axis=1) if columns else np.zeros((size, 0))
 
@@ -173,13 +178,28 @@ def check(
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
     max_passes: int = DEFAULT_MAX_PASSES,
+    backend: str = "numpy",
+    chunks: Any = None,
+    scheduler: str | None = None,
 ) -> Check:
     """Compare the analytic Jacobian (order 1) or Hessian (order 2) with central finite
-    differences in float64, element by element, as ``torch.autograd.gradcheck`` does."""
+    differences in float64, element by element, as ``torch.autograd.gradcheck`` does.
+    ``backend="dask"``: every pass on Dask arrays in chunks of ``chunks`` bytes, computed
+    together on Dask's threads or the ``scheduler`` (docs/dask.md)."""
     if not (eps > 0 and math.isfinite(eps)) or not rtol >= 0 or not atol >= 0:
         raise InputError("eps must be a positive number and rtol, atol numbers >= 0")
     if order not in (1, 2):
         raise InputError(f"--order must be 1 or 2, not {order}")
+    if backend != "numpy" or chunks is not None or scheduler is not None:
+        from . import on_dask
+
+        at = on_dask.where(backend, chunks, scheduler)
+        if at is not None:
+            return on_dask.check(
+                expr, inputs, at, wrt=wrt, eps=eps, rtol=rtol, atol=atol, order=order,
+                dtype=dtype, seed=seed, max_elements=max_elements,
+                max_program_chars=max_program_chars, max_passes=max_passes,
+            )  # fmt: skip
     setup = prepare(
         expr,
         inputs,

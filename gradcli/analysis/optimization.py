@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .. import autograd as E
-from ..api import check_norm_type, prepare
+from ..api import Setup, check_norm_type, prepare
 from ..compiled import Plans
 from ..errors import InputError
 from ..io import json_array
@@ -124,6 +124,9 @@ def optimize(
     on_step: Any = None,
     tol: float | None = None,
     stop: Callable[[], bool] | None = None,
+    backend: str = "numpy",
+    chunks: Any = None,
+    scheduler: str | None = None,
 ) -> Optimization:
     """Minimise a scalar expression over the ``wrt`` inputs: each step ``zero_grad()``,
     ``backward()``, optional clipping, ``step()`` — the tutorial's training loop.
@@ -134,8 +137,11 @@ def optimize(
     that of the steps taken (``steps_run``): a step is never left half done.
 
     Memory does not grow with ``steps``: of more than ``max_history`` losses an evenly
-    thinned history is kept (:class:`LossHistory`), and a warning says so."""
-    from .. import nn, optim
+    thinned history is kept (:class:`LossHistory`), and a warning says so.
+
+    ``backend="dask"``: each step's evaluation on Dask arrays in chunks of ``chunks``
+    bytes, on Dask's threads or the ``scheduler`` (docs/dask.md); the parameters and
+    their updates stay in memory, as here (:class:`.on_dask.Steps`)."""
 
     if optimizer not in OPTIMIZERS:
         raise InputError(f"unknown optimizer {optimizer!r}: use sgd, momentum or adam")
@@ -153,6 +159,22 @@ def optimize(
         if v is not None and not (v >= 0 and math.isfinite(v)):
             raise InputError(f"{what} must be a finite number >= 0, not {v!r}")
     p = check_norm_type(norm_type)
+    checked = dict(
+        optimizer=optimizer, steps=steps, lr=lr, momentum=momentum, clip_norm=clip_norm, p=p,
+        clip_value=clip_value, zero_grad=zero_grad, seed=seed, max_elements=max_elements,
+        max_history=max_history, on_step=on_step, tol=tol, stop=stop,
+    )  # fmt: skip
+    if backend != "numpy" or chunks is not None or scheduler is not None:
+        from . import on_dask
+
+        at = on_dask.where(backend, chunks, scheduler)
+        if at is not None:
+            with on_dask.session(at) as on:
+                setup = on_dask.lazy_setup(
+                    expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements,
+                    max_program_chars=max_program_chars, keep=lambda setup: setup.wanted,
+                )  # fmt: skip
+                return _descend(expr, setup, on, **checked)
     setup = prepare(
         expr,
         inputs,
@@ -161,10 +183,42 @@ def optimize(
         max_elements=max_elements,
         max_program_chars=max_program_chars,
     )
+    return _descend(expr, setup, None, **checked)
+
+
+def _descend(
+    expr: str,
+    setup: Setup,
+    on: Any,
+    *,
+    optimizer: str,
+    steps: int,
+    lr: float,
+    momentum: float,
+    clip_norm: float | None,
+    p: float,
+    clip_value: float | None,
+    zero_grad: bool,
+    seed: int,
+    max_elements: int,
+    max_history: int,
+    on_step: Any,
+    tol: float | None,
+    stop: Callable[[], bool] | None,
+) -> Optimization:
+    """:func:`optimize`'s run from its checked arguments: on the NumPy backend (``on``
+    None), or on Dask (``on``, an :class:`.on_dask.Session`)."""
+    from .. import nn, optim
+
     if not setup.wanted:
         raise InputError("optimize needs at least one input to optimise (--wrt)")
-    # the parameters are updated in place: work on copies of the given values
-    setup.values = {k: v.copy() for k, v in setup.values.items()}
+    if on is None:
+        # the parameters are updated in place: work on copies of the given values
+        setup.values = {k: v.copy() for k, v in setup.values.items()}
+    else:
+        from .on_dask import hold
+
+        hold(setup, on)  # the parameters in memory, copies; the other inputs lazy
     leaves = setup.leaves()
     params = [leaves[n] for n in setup.wanted]
     opt: optim.Optimizer
@@ -195,6 +249,11 @@ def optimize(
         if out.requires_grad:
             out.backward()
         return float(out.data)
+
+    if on is not None:  # each step one evaluation on Dask (gradcli.analysis.on_dask)
+        from .on_dask import Steps
+
+        loss_and_grad = Steps(setup, params, seed, on)
 
     steps_run = 0
     converged = interrupted = False
