@@ -533,3 +533,26 @@ def test_the_finiteness_and_norm_learnt_while_writing(tmp_path: Any) -> None:
     assert stats["f32"][1] == pytest.approx(np.linalg.norm(arrays["f32"].astype(float)), rel=1e-13)
     assert stats["scalar"][1] == 2.5
     assert stats["inf"][1] == np.inf and np.isnan(stats["nan"][1]) and stats["big"][1] == np.inf
+
+
+def test_gradients_handed_out_stay_lazy() -> None:
+    """autograd.grad, a .grad made with create_graph and a lazy grad_outputs: none of them
+    computes (a copy of a lazy array would)."""
+    import dask
+
+    from gradcli import autograd as E
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("computed")
+
+    x = E.const(da.from_array(np.arange(4.0), chunks=2), requires_grad=True)
+    c = E.const(da.from_array(np.arange(4.0) + 1, chunks=2))
+    with dask.config.set(scheduler=refuse):
+        (g,) = E.grad(E.sum(x * x), [x])
+        E.sum(x * c).backward(create_graph=True)
+        ones = da.ones(4, chunks=2)
+        (h,) = E.grad(x * x, [x], grad_outputs=ones, create_graph=True)
+    for t in (g, x.grad, h):
+        assert isinstance(t.data, da.Array)
+    assert g.data.compute().tolist() == [0.0, 2.0, 4.0, 6.0] == h.data.compute().tolist()
+    assert x.grad.data.compute().tolist() == [1.0, 2.0, 3.0, 4.0]

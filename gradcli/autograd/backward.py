@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import ShapeError
 from . import registry
-from .backend import NUMPY, backend_of
+from .backend import NUMPY, as_data, backend_of
 from .node import ANS, FACTOR, FREED, FREED_MESSAGE, AccumulateGrad, Node, identity
 from .state import GRAD, NO_GRAD, set_mode
 from .tensor import Tensor, const, edge, tensor_on_edge
@@ -39,15 +39,24 @@ def _seed(out: Tensor, gradient: Any, what: str, create_graph: bool) -> Any:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
         g: Any = _ones(out.data)
     else:
-        g = gradient.data if isinstance(gradient, Tensor) else np.asarray(gradient)
+        g = gradient.data if isinstance(gradient, Tensor) else as_data(gradient)
         if g.shape != out.data.shape:
             raise ShapeError(
                 f"{what} of shape {g.shape} does not match the output shape {out.data.shape}"
             )
         g = g.astype(out.data.dtype, copy=False)
     if create_graph:  # the seed may become a .grad or a result: an array of its own
-        return gradient if isinstance(gradient, Tensor) else const(np.array(g, copy=True))
+        return gradient if isinstance(gradient, Tensor) else const(_own(g))
     return g
+
+
+def _own(g: Any, dtype: Any = None) -> Any:
+    """A copy of ``g`` (as ``dtype``) for a caller to keep: another backend's (lazy) array
+    as it is, for it cannot be written into (a copy would compute it)."""
+    on = backend_of(g)
+    if on is not NUMPY:
+        return g if dtype is None else on.astype(g, dtype)
+    return np.array(g, dtype=dtype, copy=True)
 
 
 _ONES: dict[Any, Any] = {}
@@ -109,7 +118,7 @@ def grad(
         elif create_graph:
             result.append(gi)
         else:
-            result.append(const(np.array(gi, dtype=t.data.dtype, copy=True)))
+            result.append(const(_own(gi, t.data.dtype)))
     return tuple(result)
 
 
@@ -486,7 +495,7 @@ def _accumulate(t: Tensor, g: Any, owned: bool, create_graph: bool) -> None:
             # (x + y), and .grad is the user's to change in place (zero_), as in torch
             t.grad = g * 1.0
         else:
-            t.grad = const(np.array(g.data if isinstance(g, Tensor) else g, copy=True))
+            t.grad = const(_own(g.data if isinstance(g, Tensor) else g))
         return
     if t.grad is None:
         if type(g) is not _ndarray and not isinstance(g, np.generic):
