@@ -571,3 +571,17 @@ def test_against_torch_when_installed():
             (g,) = torch.autograd.grad(out, t)
             r = gradcli.evaluate(ours_expr, {"A": np.array(m)})
             assert same(r.value, out.item()) and same(r.grads["A"], g.numpy())
+
+
+@pytest.mark.parametrize("backend", ["numpy", "dask"])
+def test_derivatives_of_an_empty_input_are_empty(backend):
+    """No rows to seed: an empty Jacobian and Hessian, a check with nothing to fail."""
+    if backend == "dask":
+        pytest.importorskip("dask")
+    x = {"x": np.zeros(0)}
+    jac = analysis.jacobian("x * 2", x, backend=backend)
+    assert jac.jacobian["x"].shape == (0, 0) and jac.value.shape == (0,)
+    hes = analysis.hessian("sum(x * x)", x, backend=backend)
+    assert hes.hessian.shape == (0, 0) and float(hes.value) == 0.0
+    for order in (1, 2):
+        assert analysis.check("sum(x * x)", x, order=order, backend=backend).ok

@@ -113,6 +113,8 @@ def _rows(root: E.Tensor, leaves: list[E.Tensor], n: int) -> Iterator[list[Any]]
         seed[i] = 1.0
         return seed.reshape(root.shape)
 
+    if n == 0:  # an output of no elements has no rows (and no first pass to record)
+        return
     rows = Rows(root, leaves, onehot(0))
     yield rows.first
     for i in range(1, n):
