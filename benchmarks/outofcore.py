@@ -77,9 +77,10 @@ def make_data(folder: Path, n: int) -> Path:
 def child_gradcli(args: list[str]) -> dict[str, Any]:
     from gradcli.cli import main
 
+    sys.argv = ["gradcli", *args]  # as the console script runs it: a process of its own
     start = time.perf_counter()
     try:
-        code = main(args)
+        code = main()
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else 1
     seconds = time.perf_counter() - start

@@ -161,6 +161,12 @@ def _split_names(text: str | None) -> list[str] | None:
     return [n.strip() for n in text.split(",") if n.strip()]
 
 
+#: whether the command runs in a process of its own (the console script), whose
+#: process-wide settings are its to choose; not when ``cli.main(argv)`` is called in a
+#: process that goes on
+OWN_PROCESS = False
+
+
 @dataclass
 class Scale:
     """A command's ``--backend``, ``--chunks`` and ``--scheduler`` (docs/dask.md): how its
@@ -193,7 +199,17 @@ class Scale:
 
     def on_dask(self, inputs: dict[str, Any], quiet: bool) -> bool:
         """Whether to evaluate on Dask: asked for, or an input was read a chunk at a time
-        (a Zarr store, a large ``.npy`` file), which is said on stderr."""
+        (a Zarr store, a large ``.npy`` file), which is said on stderr. On Dask's threads
+        in the command's own process, its allocator then keeps freed chunks' memory
+        (:func:`gradcli.lazy.keep_freed_memory`)."""
+        dask = self._on_dask(inputs, quiet)
+        if dask and self.scheduler is None and OWN_PROCESS:
+            from .lazy import keep_freed_memory
+
+            keep_freed_memory()
+        return dask
+
+    def _on_dask(self, inputs: dict[str, Any], quiet: bool) -> bool:
         if self.backend is options.BackendName.dask:
             return True
         from .autograd.backend import OTHER_ARRAYS

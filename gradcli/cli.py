@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 import typer
 
-from . import __version__, options
+from . import __version__, arguments, options
 from .arguments import (
     Scale,
     _analyse,
@@ -541,6 +541,7 @@ def main(argv: list[str] | None = None) -> None:
     # at exit. `batch`, which runs for as long as its stream, turns it back on.
     collecting = gc.isenabled()
     gc.disable()
+    arguments.OWN_PROCESS = argv is None
     try:
         app(args=sys.argv[1:] if argv is None else list(argv), prog_name="gradcli")
     finally:

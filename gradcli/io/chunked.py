@@ -245,14 +245,15 @@ class ZarrWriter:
 
 @dask.delayed(pure=True)
 def _chunk_sums(x: np.ndarray) -> tuple[bool, float]:
-    """Whether a chunk is all finite, and the sum of its squares, in one pass (a BLAS dot
+    """Whether a chunk is all finite, and the sum of its squares, in one pass (a dot
     product; it is inf or nan where a value is), and a second only where the sum is not
-    finite: it may have overflowed from finite values."""
+    finite: it may have overflowed from finite values. The dot product is einsum's, not
+    BLAS's: BLAS's threads, spinning while they wait for more, took a core from Dask's."""
     flat = np.ravel(x)
     if flat.dtype != np.float64:
         flat = flat.astype(np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        s = float(np.dot(flat, flat))
+        s = float(np.einsum("i,i->", flat, flat))
     return (True, s) if math.isfinite(s) else (bool(np.isfinite(flat).all()), s)
 
 
