@@ -542,6 +542,8 @@ def main(argv: list[str] | None = None) -> None:
     collecting = gc.isenabled()
     gc.disable()
     arguments.OWN_PROCESS = argv is None
+    if arguments.OWN_PROCESS:
+        arguments.one_heap()
     try:
         app(args=sys.argv[1:] if argv is None else list(argv), prog_name="gradcli")
     finally:

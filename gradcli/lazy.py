@@ -180,38 +180,6 @@ def scheduler(address: str | None) -> Iterator[Any]:
         yield client
 
 
-def keep_freed_memory() -> None:
-    """Let this process's allocator keep the memory of freed chunks for the next ones, for
-    a command evaluating on Dask's threads in its own process (never for the API: it is
-    the whole process's setting). A chunk of 32 MiB is at glibc's largest threshold for
-    memory of its own (a fresh ``mmap``, given back when freed), and memory fresh from the
-    system cost more than computing in it: on the benchmark machine, ~8 ms of the kernel's
-    time for each 32 MiB, 2.4 to 5 s of W10's (docs/dask.md, "Chunks"). Kept, a freed
-    chunk is written into again by the next: one heap (threads' own heaps are at most 64
-    MiB), chunks up to 1 GiB in it, none of it given back while the command runs. Where
-    the allocator is not glibc's, nothing changes."""
-    import ctypes
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):  # not glibc (musl has no mallopt)
-        return
-    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
-    for param, value in (
-        (_M_ARENA_MAX, 1),
-        (_M_MMAP_THRESHOLD, 1 << 30),
-        (_M_TRIM_THRESHOLD, 1 << 30),
-    ):
-        mallopt(param, value)
-
-
-#: glibc's mallopt parameters (malloc.h)
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_ARENA_MAX = -1, -3, -8
-
-
 @contextlib.contextmanager
 def progress(show: bool, console: Any = None) -> Iterator[None]:
     """A progress bar of the chunks computed, on ``console`` (stderr), while Dask's threads

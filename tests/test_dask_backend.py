@@ -556,3 +556,37 @@ def test_gradients_handed_out_stay_lazy() -> None:
         assert isinstance(t.data, da.Array)
     assert g.data.compute().tolist() == [0.0, 2.0, 4.0, 6.0] == h.data.compute().tolist()
     assert x.grad.data.compute().tolist() == [1.0, 2.0, 3.0, 4.0]
+
+
+def test_the_allocator_is_set_only_in_a_command_of_its_own_process(monkeypatch: Any) -> None:
+    """cli.main(argv) in a process that goes on leaves its allocator alone; the console
+    script sets one heap at once and, evaluating on Dask's threads, keeps freed memory."""
+    import subprocess
+
+    from gradcli import arguments
+
+    calls: list[Any] = []
+    monkeypatch.setattr(arguments, "_mallopt", lambda *settings: calls.append(settings))
+    assert run("eval", "sum(x*2)", "x=[1,2,3]", "--backend", "dask", "--json").code == 0
+    assert calls == []
+    script = (
+        "import sys\n"
+        "from gradcli import arguments, cli\n"
+        "calls = []\n"
+        "arguments._mallopt = lambda *s: calls.append(s)\n"
+        "sys.argv = ['gradcli', *sys.argv[1:]]\n"
+        "try:\n"
+        "    cli.main()\n"
+        "finally:\n"
+        "    print(calls, file=sys.stderr)\n"
+    )
+    for backend, want in (
+        ("numpy", "[((-8, 1),)]"),
+        ("dask", "[((-8, 1),), ((-3, 1073741824), (-1, 1073741824))]"),
+    ):
+        argv = ["eval", "sum(x*2)", "x=[1,2]", "--backend", backend, "-q"]
+        done = subprocess.run(
+            [sys.executable, "-c", script, *argv], capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.strip().splitlines()[-1] == want
