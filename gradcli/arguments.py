@@ -186,6 +186,14 @@ def _mallopt(*settings: tuple[int, int]) -> None:
         mallopt(param, value)
 
 
+def may_use_dask(args: list[str]) -> bool:
+    """Whether a command line may evaluate on Dask: it names the backend, a Zarr store or
+    an ``.npy`` file (one large enough is read a chunk at a time). A look at the words
+    only, before any is parsed, for :func:`one_heap`, which must come first; wrong either
+    way, it costs a little time, never a result."""
+    return any("dask" in a or ".zarr" in a or ".npy" in a for a in args)
+
+
 def one_heap() -> None:
     """All of the command's threads allocate from one heap, so that what one frees another
     can use (:func:`keep_freed_memory`). Only before any thread has allocated (before

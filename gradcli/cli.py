@@ -542,8 +542,8 @@ def main(argv: list[str] | None = None) -> None:
     collecting = gc.isenabled()
     gc.disable()
     arguments.OWN_PROCESS = argv is None
-    if arguments.OWN_PROCESS:
-        arguments.one_heap()
+    if arguments.OWN_PROCESS and arguments.may_use_dask(sys.argv[1:]):
+        arguments.one_heap()  # before NumPy starts its threads: see one_heap
     try:
         app(args=sys.argv[1:] if argv is None else list(argv), prog_name="gradcli")
     finally:
