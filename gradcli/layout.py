@@ -79,23 +79,44 @@ def format_array(
 def viewable(a: Any, full: bool = False) -> tuple[np.ndarray, bool]:
     """``(array, corners)``: what NumPy formats to show ``a``. A lazy array (the Dask
     backend's, a Zarr array) too large to be shown whole is read only where NumPy's summary
-    shows it: along each long axis its first three and last three elements and one between
-    (never shown), which formatted with a summary at every size (``corners``) prints as
-    the whole array would."""
+    shows it (:func:`summary_part`), which formatted with a summary at every size
+    (``corners``) prints as the whole array would. Where that part was learnt already
+    (an array's ``shown``: :func:`shown_part`, computed in the pass that wrote it), it is
+    not read again."""
     if isinstance(a, np.ndarray) or not hasattr(a, "shape"):
         return np.asarray(a), False
+    part = summary_part(a)
+    shown = getattr(a, "shown", None)  # what shown_part gave
+    if part is None:  # small enough to be shown whole
+        return np.asarray(a if shown is None else shown), False
+    if full:
+        return np.asarray(a), False
+    return np.asarray(part if shown is None else shown), True
+
+
+def shown_part(a: Any) -> Any:
+    """What a table shows of ``a`` without ``--full``: :func:`summary_part`, or the whole
+    of a small array (lazily, for a lazy array)."""
+    part = summary_part(a)
+    return a if part is None else part
+
+
+def summary_part(a: Any) -> Any:
+    """The part of ``a`` NumPy's summary shows, indexed (lazily, for a lazy array): along
+    each long axis its first three and last three elements and one between (never
+    shown). None when ``a`` is small enough to be shown whole."""
     size = 1
     for n in a.shape:
         size *= n
-    if full or size <= _NP_THRESHOLD:
-        return np.asarray(a), False
+    if size <= _NP_THRESHOLD:
+        return None
     e = _NP_EDGEITEMS
     part = a
     for axis, n in enumerate(a.shape):
         if n > 2 * e:
             index = [*range(e + 1), *range(n - e, n)]
             part = part[(slice(None),) * axis + (np.asarray(index),)]
-    return np.asarray(part), True
+    return part
 
 
 class ArrayCell:

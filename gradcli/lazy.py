@@ -24,6 +24,7 @@ from typing import Any
 
 from . import autograd as E
 from .errors import InputError
+from .layout import shown_part
 
 #: the extra that installs what this module needs
 EXTRA = "gradcli[dask]"
@@ -408,7 +409,7 @@ def _into_zarr(
     path: str, lazy: Lazy, clipping: _Clip, scheduler_address: str | None, expr: str, id: Any
 ) -> Any:
     from .api import _finish, _Run
-    from .io.chunked import ZarrWriter, read_zarr_group
+    from .io.chunked import Stored, ZarrWriter, read_zarr_group
 
     run = lazy.run
     grads = {f"grad_{n}": g for n, g in run.grads.items() if g is not None}
@@ -418,15 +419,19 @@ def _into_zarr(
         def on_cluster(*arrays: Any) -> tuple[Any, ...]:
             return compute(*arrays, client=client)
 
-        # the store learns each array's finiteness and 2-norm; clipping by norm takes the
-        # engine's own p-norm (as gradcli.evaluate's clipping does), in the same pass
-        measures = [] if clipping.norm is None else [_norm(clipping.p)]
+        # the store learns each array's finiteness and 2-norm, and here the part of it a
+        # table shows (read back, it would be a whole chunk from the disk); clipping by
+        # norm takes the engine's own p-norm (as gradcli.evaluate's clipping does): all in
+        # the same pass
+        measures = [shown_part]
+        if clipping.norm is not None:
+            measures.append(_norm(clipping.p))
         with _counted(lazy.fp, forward_keys(run.value)):  # one pass: output, gradients
             stats = writer.store({"output": run.value, **grads}, on_cluster, measures)
         asked = [n for n, g in run.grads.items() if g is not None]
         with _counted(lazy.fp):  # a second pass, only when clipping changes them
             clip = _clip_stored(writer, asked, clipping, stats, on_cluster)
-    saved = read_zarr_group(path)
+    saved = {n: Stored.of(a, stats[n][_SHOWN]) for n, a in read_zarr_group(path).items()}
     done = _Run(
         value=saved["output"],
         grads={n: None if g is None else saved[f"grad_{n}"] for n, g in run.grads.items()},
@@ -443,6 +448,11 @@ def _into_zarr(
     return result
 
 
+#: where :meth:`ZarrWriter.store`'s answers hold the measures ``_into_zarr`` asks for: the
+#: part shown, then the clipping's p-norm
+_SHOWN, _NORM_P = 2, 3
+
+
 def _clip_stored(
     writer: Any, asked: list[str], clipping: _Clip, stats: dict[str, Any], on_cluster: Any
 ) -> dict[str, float] | None:
@@ -452,13 +462,14 @@ def _clip_stored(
     the new values' finiteness and norms."""
     names = [f"grad_{n}" for n in asked]
     if clipping.norm is not None:
-        norms = [stats[name][2] for name in names]
+        norms = [float(stats[name][_NORM_P]) for name in names]
         total, scale = E.clip_by_norm(
             [], clipping.norm, clipping.p, total=_total(norms, clipping.p)
         )
         if scale != 1.0:
             stored = writer.read()
-            stats.update(writer.store({name: stored[name] * scale for name in names}, on_cluster))
+            rescaled = {name: stored[name] * scale for name in names}
+            stats.update(writer.store(rescaled, on_cluster, [shown_part]))
         return {
             "max_norm": clipping.norm, "norm_type": clipping.p, "total_norm": total,
             "scale": scale,
@@ -471,7 +482,7 @@ def _clip_stored(
             with E.NUMPY.quiet():
                 bound = a.dtype.type(clipping.value)
             bounded[name] = a.clip(-bound, bound)
-        stats.update(writer.store(bounded, on_cluster))
+        stats.update(writer.store(bounded, on_cluster, [shown_part]))
         return {"clip_value": clipping.value}
     return None
 

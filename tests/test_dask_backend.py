@@ -591,3 +591,35 @@ def test_the_allocator_is_set_only_in_a_command_of_its_own_process(monkeypatch: 
         )
         assert done.returncode == 0, done.stderr
         assert done.stderr.strip().splitlines()[-1] == want
+
+
+@pytest.mark.parametrize("clip", [{}, *CLIPS], ids=["none", *(str(c) for c in CLIPS)])
+def test_a_saved_result_is_shown_from_what_its_pass_learnt(
+    clip: dict[str, Any], tmp_path: Any
+) -> None:
+    """The table of a result written to Zarr is the NumPy backend's, drawn from the parts
+    learnt while writing (the clipped ones when clipping rewrote the gradients): the
+    store's chunks are gone and nothing reads them."""
+    import io
+    import shutil
+
+    from gradcli import present
+
+    rng = np.random.default_rng(8)
+    inputs = {"a": rng.standard_normal((40, 60)), "b": rng.standard_normal(60)}
+    text = "sum(tanh(a) * exp(-b**2))"
+    want = gradcli.evaluate(text, inputs, **clip)
+    out = tmp_path / "o.zarr"
+    got = lazy.evaluate_into(str(out), text, inputs, chunks=2048, **clip)
+    for member in ("grad_a", "grad_b"):
+        shutil.rmtree(out / member / "c")  # the chunks: whatever reads them now fails
+    got.inputs = want.inputs  # (the inputs are in memory here: shown as NumPy's)
+
+    def table(result: gradcli.Result) -> str:
+        from rich.console import Console
+
+        console = Console(width=120, record=True, file=io.StringIO())
+        present.print_result(result, console, precision=6)
+        return console.export_text()
+
+    assert table(got) == table(want)

@@ -188,9 +188,10 @@ class ZarrWriter:
         """Write ``arrays`` (Dask or NumPy) into the group, chunk by chunk, in one pass of
         ``compute``. Returns, by name, whether the array's values are all finite, its
         2-norm (both from one pass over each chunk as it is written: :func:`_chunk_sums`),
-        then what each of ``measures`` (a lazy number of a lazy array: a norm) gives of
-        it, learnt in the same pass. An array of that name already in the group is
-        overwritten: ``store({"g": 2 * read()["g"]})`` rewrites a chunk where it read it."""
+        then what each of ``measures`` gives of it (a lazy value of a lazy array, or None:
+        a norm, a part of it), learnt in the same pass. An array of that name already in
+        the group is overwritten: ``store({"g": 2 * read()["g"]})`` rewrites a chunk
+        where it read it."""
         sources: list[Any] = []
         targets: list[Any] = []
         learnt: list[Any] = []
@@ -219,11 +220,13 @@ class ZarrWriter:
             learnt.append(_finite_and_norm(sums))
             learnt.extend(measure(a) for measure in measures)
         stored = da.store(sources, targets, lock=False, compute=False)
-        stats = compute(stored, *learnt)[1:]
+        lazy = [i for i, v in enumerate(learnt) if v is not None]
+        stats: list[Any] = [None] * len(learnt)
+        for i, v in zip(lazy, compute(stored, *(learnt[i] for i in lazy))[1:], strict=True):
+            stats[i] = v
         k = 1 + len(measures)
         return {
-            name: (*stats[k * i], *(float(v) for v in stats[k * i + 1 : k * (i + 1)]))
-            for i, name in enumerate(arrays)
+            name: (*stats[k * i], *stats[k * i + 1 : k * (i + 1)]) for i, name in enumerate(arrays)
         }
 
     def read(self) -> dict[str, Any]:
@@ -334,6 +337,22 @@ def _write_direct(fd: int, data: memoryview) -> int:
         if e.errno != errno.EINVAL:  # not a refusal of direct I/O: a real failure
             raise
     return done - done % _ALIGN
+
+
+class Stored(da.Array):
+    """An array of a group read back (lazily), with ``shown``: the part of it a table
+    shows, learnt in the pass that wrote it (``layout.viewable`` takes it instead of
+    reading the store again; an operation on the array gives a plain Dask array)."""
+
+    shown: Any = None
+
+    @classmethod
+    def of(cls, a: Any, shown: Any) -> Any:
+        if shown is None:
+            return a
+        stored = cls(a.dask, a.name, a.chunks, dtype=a.dtype)
+        stored.shown = shown
+        return stored
 
 
 def read_zarr_group(path: str) -> dict[str, Any]:
