@@ -7,13 +7,17 @@ shapes are planned and replayed (:class:`gradcli.compiled.Plans`), and from the 
 time a plain request is answered by :class:`_Lane` with the same text, sooner
 (docs/commands.md, "batch"). A line over the size limit is skipped without being held in
 memory. ``--jobs N`` hands blocks of lines to N worker processes, which answer them with
-:func:`_answer_all` as one process does (:mod:`gradcli.parallel`).
+:func:`_answer_all` as one process does (:mod:`gradcli.parallel`); ``--scheduler`` has the
+workers of a Dask cluster answer partitions of request files so (:mod:`gradcli.cluster`).
+Several files are one stream (:func:`open_files`).
 """
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Callable, Iterable, Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any
 
 from .api import Result, as_gradcli_error, evaluate, request_id, request_kwargs
@@ -92,9 +96,88 @@ def run_batch(
         if progress is not None:
             progress[0].stop()
     if accumulate:
-        summary = {name: json_array(g) for name, g in totals.items()}
-        write(dumps({"accumulated": summary, "requests": ok, "failed": failed}))
+        write(_summary(totals, ok, failed))
     return failed
+
+
+def _summary(totals: dict[str, Any], ok: int, failed: int) -> str:
+    """``--accumulate``'s last line: the sums, and how many lines were answered and failed."""
+    summary = {name: json_array(g) for name, g in totals.items()}
+    return dumps({"accumulated": summary, "requests": ok, "failed": failed})
+
+
+def open_files(sources: Sequence[str]) -> tuple[IO[bytes], int | None]:
+    """The request stream of ``batch FILE|-...`` and its size in bytes (None when stdin is
+    one of them, or a size cannot be known). Several files are one stream, read one after
+    another, their lines numbered across them, as ``cat FILE...`` would give them; but a
+    file whose last line has no newline ends that line at its end, where ``cat`` would run
+    it into the next file's first (docs/commands.md, "batch"). Each file is opened first,
+    so that one that cannot be read is an error before any answer; a regular file is closed
+    again and opened when its turn comes (a shell pattern may name more files than a
+    process may hold open), stdin and pipes are kept open (what they give is given once)."""
+    import stat
+
+    from .inputs import open_requests
+
+    if len(sources) == 1:
+        return open_requests(sources[0])
+    opened: dict[int, IO[bytes]] = {}
+    total: int | None = 0
+    for k, source in enumerate(sources):
+        stream, size = open_requests(source)
+        if source != "-" and stat.S_ISREG(os.fstat(stream.fileno()).st_mode):
+            stream.close()
+        else:
+            opened[k] = stream
+        total = None if total is None or size is None else total + size
+    return io.BufferedReader(_Files(sources, opened), 1 << 16), total
+
+
+class _Files(io.RawIOBase):
+    """Several request files as one raw stream: each read is one read of the current file,
+    of what it has (``read1``), and a newline is given after a file whose last byte is not
+    one, unless it is the last file."""
+
+    def __init__(self, sources: Sequence[str], opened: dict[int, IO[bytes]]) -> None:
+        self.sources = sources
+        self.opened = opened
+        self.next = 0  # index of the next file to open
+        self.current: Any = None
+        self.last = b""  # the last byte the current file gave
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        from .inputs import open_requests
+
+        while True:
+            if self.current is None:
+                if self.next == len(self.sources):
+                    return 0
+                opened = self.opened.pop(self.next, None)
+                self.current = opened or open_requests(self.sources[self.next])[0]
+                self.next += 1
+                self.last = b""
+            data = getattr(self.current, "read1", self.current.read)(len(buffer))
+            if data:
+                buffer[: len(data)] = data
+                self.last = data[-1:]
+                return len(data)
+            if self.sources[self.next - 1] != "-":
+                self.current.close()
+            self.current = None
+            if self.last not in (b"", b"\n") and self.next < len(self.sources):
+                buffer[:1] = b"\n"  # the line ends with its file
+                return 1
+
+    def close(self) -> None:
+        if self.current is not None and self.sources[self.next - 1] != "-":
+            self.current.close()
+        for k, stream in self.opened.items():  # pipes not reached
+            if self.sources[k] != "-":
+                stream.close()
+        super().close()
 
 
 def _answer_all(

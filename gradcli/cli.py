@@ -167,9 +167,14 @@ def eval_command(
 
 @_command("batch", options.BATCH_HELP)
 def batch_command(
-    source: Annotated[
-        str, typer.Argument(metavar="[FILE|-]", help="NDJSON requests (default: stdin).")
-    ] = "-",
+    sources: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[FILE|-]...",
+            show_default=False,
+            help="NDJSON requests, several files read one after another (default: stdin).",
+        ),
+    ] = None,
     accumulate: Annotated[
         bool,
         typer.Option(
@@ -190,32 +195,71 @@ def batch_command(
             "(1: in this process, as with --debug).",
         ),
     ] = 1,
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            metavar="ADDRESS|local:N",
+            help="Answer the files on a Dask cluster, in partitions the workers read "
+            "themselves, with the output of one process: a distributed scheduler "
+            "(tcp://host:8786) or N local worker processes (local:N).",
+        ),
+    ] = None,
     quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
 ) -> None:
     with _failures(True, debug):
         import gc
 
+        from .errors import InputError
+
+        sources = sources or ["-"]
+        # docs/commands.md, "batch": --debug answers in this process, whatever else is asked
+        cluster = None if debug else scheduler
+        if scheduler is not None and jobs > 1:
+            raise InputError(
+                "--jobs and --scheduler cannot be used together: --jobs N answers on N "
+                "processes here, --scheduler on the cluster's workers"
+            )
+        if cluster is not None and "-" in sources:
+            raise InputError(
+                "batch --scheduler cannot read stdin (-): the workers read their parts of "
+                "the files themselves; for a stream, answer on N processes with --jobs N"
+            )
         if jobs > 1 and not debug:  # the workers load gradcli while this process does
             from .parallel import warm_up
 
             warm_up(jobs, (max_line_bytes, max_elements, max_program_chars, accumulate))
-        from .batch import run_batch
-        from .inputs import open_requests
-
         gc.enable()  # a stream of any length: cycles (an error's traceback) must be freed
-        stream, total = open_requests(source)
-        failed = run_batch(
-            stream,
-            _print_line,
-            accumulate=accumulate,
-            max_line_bytes=max_line_bytes,
-            max_elements=max_elements,
-            max_program_chars=max_program_chars,
-            progress_total=None if quiet or source == "-" or not _batch_shows_progress() else total,
-            debug=debug,
-            jobs=jobs,
-        )
+        shows_progress = not quiet and "-" not in sources and _batch_shows_progress()
+        if cluster is not None:
+            from .cluster import run_on_cluster
+
+            failed = run_on_cluster(
+                cluster,
+                sources,
+                _print_line,
+                accumulate=accumulate,
+                max_line_bytes=max_line_bytes,
+                max_elements=max_elements,
+                max_program_chars=max_program_chars,
+                progress=shows_progress,
+            )
+        else:
+            from .batch import open_files, run_batch
+
+            stream, total = open_files(sources)
+            failed = run_batch(
+                stream,
+                _print_line,
+                accumulate=accumulate,
+                max_line_bytes=max_line_bytes,
+                max_elements=max_elements,
+                max_program_chars=max_program_chars,
+                progress_total=total if shows_progress else None,
+                debug=debug,
+                jobs=jobs,
+            )
         if failed:
             raise typer.Exit(1)
 

@@ -247,6 +247,11 @@ written (with --jobs, a block of them), so gradcli works as a coprocess. A bad l
 error response (with its "input_line") and the stream goes on; the exit code is 1 if any
 line failed.
 
+Several FILEs are read one after another as one stream; the line numbers go on across
+them. --scheduler answers the files on a Dask cluster (tcp://host:8786, or local:N for N
+worker processes here), with the same output: each worker reads its part of the files, so
+they must be at the same path for the workers, and stdin cannot be one of them.
+
 With stderr a terminal, a progress bar runs there (not with --quiet); the responses
 still go to stdout.
 
@@ -256,6 +261,7 @@ Examples:
   printf '%s\\n' '{"expr": "sum(a*b)", "inputs": {"a": [1,2], "b": [3,4]}}' > requests.ndjson
   gradcli batch requests.ndjson > responses.ndjson
   gradcli batch examples/requests.ndjson --accumulate | tail -n 1
+  gradcli batch --scheduler local:2 requests.ndjson > responses.ndjson
   (the second example writes requests.ndjson; examples/requests.ndjson holds five)
 """
 

@@ -47,7 +47,7 @@ import multiprocessing
 import os
 import select
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from multiprocessing import forkserver, resource_tracker
 from multiprocessing.connection import Connection, wait
 from typing import IO, TYPE_CHECKING, Any, NoReturn
@@ -174,7 +174,7 @@ def answer_in_parallel(
                     idle.append(worker)
             while written in answered:
                 block, answer = answered.pop(written)
-                n_ok, n_failed = _write_answer(block, answer, totals, write)
+                n_ok, n_failed = _write_answer(answer, totals, write, _line_of(block))
                 ok, failed, written = ok + n_ok, failed + n_failed, written + 1
         finished = True
     finally:
@@ -195,23 +195,27 @@ def _take_ready(jobs: int, settings: Settings) -> list[_Worker]:
 
 
 def _write_answer(
-    block: Block, answer: Any, totals: dict[str, Any] | None, write: Callable[[str], None]
+    answer: Any,
+    totals: dict[str, Any] | None,
+    write: Callable[[str], None],
+    line: Callable[[int], bytes | None],
 ) -> tuple[int, int]:
-    """Write a block's responses; with ``totals``, first add each answered line's gradients,
-    in line order, as one process does (a line whose gradient shape does not fit fails
-    here, with the response one process gives it)."""
+    """Write a block's responses (:func:`_answer_lines`); with ``totals``, first add each
+    answered line's gradients, in line order, as one process does (a line whose gradient
+    shape does not fit fails here, with the response one process gives it: its request is
+    read again from ``line(number)``, the line's bytes, asked in line order). The
+    partitions of ``batch --scheduler`` are written by this too (:mod:`gradcli.cluster`)."""
     from .batch import _accumulate, _error_response, _parse_line
 
     text, gradients, ok, failed = answer
     if totals is not None:
         responses: list[str] | None = None
-        first, lines = block
         for index, number, grads in _unpacked(*gradients):
             try:
                 _accumulate(totals, grads)
             except Exception as exc:  # as in batch._answer_all: the line fails
                 responses = responses or text.split("\n")  # JSON text holds no newline
-                request = _parse_line(lines[number - first] or b"", number)
+                request = _parse_line(line(number) or b"", number)
                 responses[index] = _error_response(request, exc, number)
                 ok, failed = ok - 1, failed + 1
         if responses is not None:
@@ -219,6 +223,12 @@ def _write_answer(
     if text:  # a block of blank lines has no response
         write(text)
     return ok, failed
+
+
+def _line_of(block: Block) -> Callable[[int], bytes | None]:
+    """The bytes of a line of ``block`` by its number (None: over the size limit)."""
+    first, lines = block
+    return lambda number: lines[number - first]
 
 
 class _Blocks:
@@ -410,21 +420,32 @@ def _work(conn: Connection, settings: Settings, inherited: list[Connection]) -> 
 def _answer_block(
     block: Block, lane: _Lane, limits: tuple[int, int, int], accumulate: bool
 ) -> tuple[str, Any, int, int]:
-    """A block's responses joined by newlines; with ``accumulate``, the gradients of its
+    """A block's answer (:func:`_answer_lines`)."""
+    first, lines = block
+    return _answer_lines(
+        ((first + k, raw, 0) for k, raw in enumerate(lines)), lane, limits, accumulate
+    )
+
+
+def _answer_lines(
+    numbered: Iterable[tuple[int, bytes | None, int]],
+    lane: _Lane,
+    limits: tuple[int, int, int],
+    accumulate: bool,
+) -> tuple[str, Any, int, int]:
+    """The responses of ``numbered`` lines (as :func:`batch.read_lines` gives them, numbered
+    in the whole stream) joined by newlines; with ``accumulate``, the gradients of the
     answered lines for the parent to add (:func:`_packed`); how many lines were answered
-    and how many failed."""
+    and how many failed. A partition of ``batch --scheduler`` is answered by this too, on
+    a worker of the cluster (:mod:`gradcli.cluster`)."""
     from .batch import _answer_all
 
-    first, lines = block
     texts: list[str] = []
     added: list[tuple[int, int, dict[str, Any]]] = []
 
     def add(number: int, grads: dict[str, Any]) -> None:
         added.append((len(texts), number, grads))
 
-    numbered: Iterator[tuple[int, bytes | None, int]] = (
-        (first + k, raw, 0) for k, raw in enumerate(lines)
-    )
     ok, failed = _answer_all(
         numbered, texts.append, lane, add if accumulate else None, *limits, None, False
     )
