@@ -30,8 +30,8 @@ _SEEN = object()
 class _Recorded:
     """A plan and how to read a :class:`_Run` out of its outputs."""
 
-    __slots__ = ("bindings", "derived_value", "names", "out_shape", "overflow", "plan",
-                 "reduction", "wanted")  # fmt: skip
+    __slots__ = ("bindings", "constant_errors", "derived_value", "names", "out_shape",
+                 "overflow", "plan", "reduction", "wanted")  # fmt: skip
 
     def __init__(
         self,
@@ -54,6 +54,10 @@ class _Recorded:
         self.overflow = overflow
         self.out_shape = out_shape
         self.derived_value = derived_value  # else the output is a constant of the plan
+        #: the floating-point errors of the parts of the forward pass that depend on no
+        #: input: computed once, when recording, and counted by every replay as they were
+        #: by the recording (:meth:`Plans.run`)
+        self.constant_errors: dict[str, int] = {}
 
     def run(self, setup: Setup, grad_output: Any, max_elements: int, zeros: bool = True) -> _Run:
         """The evaluation for ``setup``'s values; a gradient backward never reached is
@@ -165,19 +169,34 @@ class Plans:
         if entry is None and not self.first:
             self._store(key, _SEEN)  # seen once: evaluated afresh, recorded if seen again
             return None
+        recorded: dict[str, int] | None = None
         if entry is None or entry is _SEEN:
             entry = _record(setup, grad_output, seed, max_elements, self.pool)
-            _restore(errors, before)  # the recording's own: the replay below counts them
+            recorded = _added(errors.counts, before)  # the recording's own errors ...
+            _restore(errors, before)  # ... which the replay below counts again
             if entry is None:
                 return None  # an error for these values: a fresh evaluation reports it
-            self._store(key, entry)
             if entry is _UNPLANNED:
+                self._store(key, entry)
                 return None
         try:
-            return entry.run(setup, grad_output, max_elements, zeros)
+            run = entry.run(setup, grad_output, max_elements, zeros)
         except Exception:  # a singular matrix for these values, a bad grad_output ...
+            if recorded is not None:
+                self._store(key, entry)
             _restore(errors, before)  # counted by the failed replay: the fresh one counts
             return None  # ... is answered as a fresh evaluation answers it
+        if recorded is not None:
+            # what the replay did not count again came from the constants it did not
+            # compute again (on the same values as the recording: the same errors)
+            replayed = _added(errors.counts, before)
+            entry.constant_errors = {
+                k: n - replayed.get(k, 0) for k, n in recorded.items() if n > replayed.get(k, 0)
+            }
+            self._store(key, entry)
+        for kind, n in entry.constant_errors.items():
+            errors.counts[kind] = errors.counts.get(kind, 0) + n
+        return run
 
     @staticmethod
     def key(
@@ -206,6 +225,11 @@ class Plans:
             self._entries.move_to_end(key)
             while len(self._entries) > self.size:
                 self._entries.popitem(last=False)
+
+
+def _added(counts: dict[str, int], before: dict[str, int]) -> dict[str, int]:
+    """The errors counted since ``before``, by kind."""
+    return {k: n - before.get(k, 0) for k, n in counts.items() if n > before.get(k, 0)}
 
 
 def _restore(errors: Any, counts: dict[str, int]) -> None:

@@ -565,3 +565,24 @@ def test_a_pooled_buffer_keeps_the_memory_order_of_the_step_it_serves(text: str)
     f = gradcli.compile(text)
     for k in range(3):
         assert_same_bits(f(inputs), want, f"call {k}")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "hid = cosh(-pow(abs(ones(2, 1)) + 0.5, 100.0)); y",  # found by the property test
+        "hid = cosh(ones(2) * 1000); y * x",
+        "exp(x * 1000) + cosh(ones(2) * 1000)",
+        "sum(log(zeros(3)) * 0 + x)",
+    ],
+)
+def test_a_replay_counts_the_errors_of_the_constants_it_does_not_compute_again(text: str) -> None:
+    """A part of the program that depends on no input is computed once, when the plan is
+    recorded; its floating-point errors are still each evaluation's, as in a fresh one."""
+    f = gradcli.compile(text)
+    for inputs in ({"x": [1.0], "y": 0.0}, {"x": [2.0], "y": 1.0}):
+        want = gradcli.evaluate(text, inputs)
+        assert want.warnings and any("encountered" in w for w in want.warnings)
+        for _ in range(2):  # recorded, then replayed
+            got = f(inputs)
+            assert (got.warnings, got.notes) == (want.warnings, want.notes)
