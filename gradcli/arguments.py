@@ -194,6 +194,17 @@ def may_use_dask(args: list[str]) -> bool:
     return any("dask" in a or ".zarr" in a or ".npy" in a for a in args)
 
 
+def _threads_by_default() -> None:
+    """Dask's threads for whatever the command computes without naming a scheduler (the
+    corners of a lazy input it shows): named by their function, as ``gradcli.lazy``
+    names them, Dask does not import ``distributed`` (0.2 s) to look for a cluster's
+    client first. The command's process only: Dask's configuration is the process's."""
+    import dask
+    import dask.threaded
+
+    dask.config.set(scheduler=dask.threaded.get)
+
+
 def one_heap() -> None:
     """All of the command's threads allocate from one heap, so that what one frees another
     can use (:func:`keep_freed_memory`). Only before any thread has allocated (before
@@ -250,6 +261,7 @@ class Scale:
         dask = self._on_dask(inputs, quiet)
         if dask and self.scheduler is None and OWN_PROCESS:
             keep_freed_memory()
+            _threads_by_default()
         return dask
 
     def _on_dask(self, inputs: dict[str, Any], quiet: bool) -> bool:
