@@ -72,29 +72,33 @@ class Result:
             return self.grad_norm
         return E.total_norm([g for g in self.grads.values() if g is not None], 2.0)
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON response (docs/json.md), as a dict of plain Python values (strict JSON)."""
+    def to_json(self, *, lists: bool = True) -> dict[str, Any]:
+        """The JSON response (docs/json.md), as a dict of plain Python values (strict JSON);
+        with ``lists=False`` its arrays stay arrays, for ``io.write_json`` to write a piece
+        at a time."""
         from .io import json_array
+
+        array = json_array if lists else _as_is
 
         return {
             "id": self.id,
             "expr": self.expr,
-            "output": {"shape": list(self.value.shape), "value": json_array(self.value)},
+            "output": {"shape": list(self.value.shape), "value": array(self.value)},
             "reduction": self.reduction,
             "inputs": {
                 name: {
                     "shape": list(value.shape),
-                    "value": json_array(value),
+                    "value": array(value),
                     "requires_grad": self.grads[name] is not None,
-                    "grad": json_array(self.grads[name]),
+                    "grad": array(self.grads[name]),
                 }
                 for name, value in self.inputs.items()
             },
             "intermediates": {
                 name: {
                     "shape": list(value.shape),
-                    "value": json_array(value),
-                    "grad": json_array(grad),
+                    "value": array(value),
+                    "grad": array(grad),
                 }
                 for name, (value, grad) in self.intermediates.items()
             },
@@ -102,6 +106,10 @@ class Result:
             if self.clip is None
             else {k: json_array(np.asarray(v)) for k, v in self.clip.items()},
         }
+
+
+def _as_is(a: Any) -> Any:
+    return a
 
 
 #: How an argument of the API is echoed in a message: a few dozen characters at most, and

@@ -116,7 +116,7 @@ def eval_command(
         from .api import evaluate, request_id, request_kwargs
         from .errors import InputError
         from .inputs import read_stdin, read_value
-        from .io import arrays_to_save, check_save_path, dumps, parse_json_text, save_result
+        from .io import arrays_to_save, check_save_path, parse_json_text, save_result, write_json
 
         if save is not None:  # an unknown extension costs nothing (docs/cli.md, "Files")
             check_save_path(str(save))
@@ -157,10 +157,11 @@ def eval_command(
             result = evaluate(**kwargs, **limited)
         # saved before printing: a failed save must not follow a success
         if save is not None and not scale.saved:  # (on Dask, --save .zarr is written already)
-            save_result(str(save), result.to_json, arrays_to_save(result))
+            save_result(str(save), lambda: result.to_json(lists=False), arrays_to_save(result))
         _report(result, quiet=quiet, table=not json_out)
-        if json_out:
-            _print_line(dumps(result.to_json()))
+        if json_out:  # the arrays a piece at a time: they may be larger than memory
+            write_json(result.to_json(lists=False), sys.stdout.write)
+            _print_line("")
         else:
             present.print_result(result, present.make_console(), precision=precision, full=full)
 

@@ -41,7 +41,7 @@ from .files import (
     split_zarr,
     value_from_bytes,
 )
-from .jsonio import dumps, json_array, numbers_text, parse_json_text, quote_short
+from .jsonio import dumps, json_array, numbers_text, parse_json_text, quote_short, write_json
 from .npfiles import load_npz_inputs, read_npy, read_npz_arrays
 from .save import (
     SAVE_EXTENSIONS,
@@ -84,4 +84,5 @@ __all__ = [
     "split_zarr",
     "value_from_bytes",
     "value_from_json",
+    "write_json",
 ]

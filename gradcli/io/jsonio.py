@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -112,6 +113,95 @@ def numbers_text(a: np.ndarray) -> str:
         elif all(map(math.isfinite, out)):
             return "[" + ",".join(map(_float_repr, out)) + "]"
     return _ENCODERS[False].encode(json_array(a))
+
+
+#: numbers of an array encoded at a time by :func:`write_json`
+JSON_PIECE = 1 << 16
+
+
+def write_json(obj: Any, write: Callable[[str], Any]) -> None:
+    """Write ``obj`` as :func:`dumps` writes it, byte for byte, through ``write``, with the
+    arrays in it (NumPy's or lazy ones, in place of their lists) written a piece at a time:
+    a response of 10⁸ numbers as one text is gigabytes of Python floats and lists, and its
+    text as large again. A lazy array is computed a chunk at a time (docs/json.md)."""
+    import uuid
+
+    arrays: list[Any] = []
+    mark = f"@@gradcli-array-{uuid.uuid4().hex}-"
+
+    def marked(o: Any) -> Any:
+        if isinstance(o, dict):
+            return {k: marked(v) for k, v in o.items()}
+        if isinstance(o, list):
+            return [marked(v) for v in o]
+        if hasattr(o, "shape") and hasattr(o, "dtype"):
+            arrays.append(o)
+            return f"{mark}{len(arrays) - 1}"
+        return o
+
+    text = dumps(marked(obj))
+    pieces = text.split(f'"{mark}')
+    write(pieces[0])
+    for piece in pieces[1:]:
+        k, rest = piece.split('"', 1)
+        _write_array(arrays[int(k)], write)
+        write(rest)
+
+
+def _write_array(a: Any, write: Callable[[str], Any]) -> None:
+    """``dumps(json_array(a))``, a piece of :data:`JSON_PIECE` numbers at a time."""
+    if not isinstance(a, np.ndarray) and hasattr(a, "blocks") and a.ndim:
+        _write_lazy(a, write)
+        return
+    a = np.asarray(a)
+    if a.ndim == 0 or a.size <= JSON_PIECE:
+        write(_ENCODERS[False].encode(json_array(a)))
+        return
+    write("[")
+    _write_rows(a, write)
+    write("]")
+
+
+def _write_rows(a: np.ndarray, write: Callable[[str], Any]) -> None:
+    """The texts of the rows of ``a`` (its first axis), comma-separated: rows together, a
+    piece at a time, or a row too long for a piece written on its own."""
+    rows = a.shape[0]
+    per_row = a.size // rows
+    if per_row > JSON_PIECE:
+        for i in range(rows):
+            if i:
+                write(",")
+            _write_array(a[i], write)
+        return
+    step = max(1, JSON_PIECE // per_row)
+    for k in range(0, rows, step):
+        inner = _ENCODERS[False].encode(json_array(a[k : k + step]))[1:-1]
+        write(f",{inner}" if k else inner)
+
+
+def _write_lazy(a: Any, write: Callable[[str], Any]) -> None:
+    """A lazy (Dask) array's text, each chunk of whole rows computed once."""
+    if a.size <= JSON_PIECE:
+        write(_ENCODERS[False].encode(json_array(np.asarray(a))))
+        return
+    rows = a.shape[0]
+    write("[")
+    if a.size // rows > JSON_PIECE:  # a row at a time, each one's chunks in turn
+        for i in range(rows):
+            if i:
+                write(",")
+            _write_array(a[i], write)
+    else:
+        whole = a.rechunk({axis: -1 for axis in range(1, a.ndim)}) if a.ndim > 1 else a
+        first = True
+        for j in range(whole.numblocks[0]):
+            block = np.asarray(whole.blocks[j])
+            if block.shape[0]:
+                if not first:
+                    write(",")
+                _write_rows(block, write)
+                first = False
+    write("]")
 
 
 def dumps(obj: Any) -> str:

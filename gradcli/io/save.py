@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import InputError
 from .bounded import _os_cause
-from .jsonio import _short, dumps
+from .jsonio import _short, write_json
 from .npfiles import _keys_text
 
 #: The formats ``--save`` writes, chosen by the file's extension (docs/cli.md, "Files").
@@ -77,8 +77,12 @@ def save_result(
         save_zarr(path, arrays)
     elif ext == ".json":
         doc = response() if callable(response) else response
-        data = (dumps(doc) + "\n").encode("utf-8")
-        _write_replaced(path, lambda f: f.write(data))
+
+        def write(f: IO[bytes]) -> None:  # its arrays a piece at a time (write_json)
+            write_json(doc, lambda text: f.write(text.encode("utf-8")))
+            f.write(b"\n")
+
+        _write_replaced(path, write)
     else:
         if len(arrays) != 1:
             raise InputError(
