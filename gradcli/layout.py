@@ -102,9 +102,12 @@ def shown_part(a: Any) -> Any:
 
 
 def summary_part(a: Any) -> Any:
-    """The part of ``a`` NumPy's summary shows, indexed (lazily, for a lazy array): along
-    each long axis its first three and last three elements and one between (never
-    shown). None when ``a`` is small enough to be shown whole."""
+    """The part of ``a`` NumPy's summary shows (lazily, for a lazy array): along each long
+    axis its first three and last three elements and one between (never shown). None
+    when ``a`` is small enough to be shown whole. Cut with slices, not a list of indices,
+    so that a lazy array's part depends on its first and last chunks only."""
+    from .autograd.backend import backend_of
+
     size = 1
     for n in a.shape:
         size *= n
@@ -114,8 +117,9 @@ def summary_part(a: Any) -> Any:
     part = a
     for axis, n in enumerate(a.shape):
         if n > 2 * e:
-            index = [*range(e + 1), *range(n - e, n)]
-            part = part[(slice(None),) * axis + (np.asarray(index),)]
+            head = part[(slice(None),) * axis + (slice(0, e + 1),)]
+            tail = part[(slice(None),) * axis + (slice(n - e, n),)]
+            part = backend_of(part).concatenate([head, tail], axis=axis)
     return part
 
 
