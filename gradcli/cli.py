@@ -451,6 +451,50 @@ def graph_command(
         )  # fmt: skip
 
 
+@_command("explain", options.EXPLAIN_HELP, no_args_is_help=True)
+def explain_command(
+    expr: options.ExprArg = None,
+    values: options.ValuesArg = None,
+    file: options.FileOpt = None,
+    inputs: options.InputsOpt = None,
+    wrt: options.WrtOpt = None,
+    grad_output: options.GradOutputOpt = None,
+    clip_norm: options.ClipNormOpt = None,
+    norm_type: options.NormTypeOpt = "2",
+    clip_value: options.ClipValueOpt = None,
+    dtype: options.DTypeOpt = options.DType.float64,
+    seed: options.SeedOpt = 0,
+    json_out: options.JsonOpt = False,
+    precision: options.PrecisionOpt = 4,
+    full: options.FullOpt = False,
+    max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    quiet: options.QuietOpt = False,
+    debug: options.DebugOpt = False,
+) -> None:
+    limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
+    with _failures(json_out, debug):
+        from . import present
+        from .inputs import read_value
+
+        upstream_grad = None
+        if grad_output is not None:
+            upstream_grad = read_value(
+                grad_output, "grad_output", dtype=dtype.value, seed=seed,
+                max_elements=limits.elements, max_program_chars=limits.program_chars,
+            )  # fmt: skip
+        result = _analyse(
+            "explain", expr, values, file, inputs, wrt, dtype, seed, limits, None, quiet,
+            grad_output=upstream_grad, clip_norm=clip_norm, norm_type=norm_type,
+            clip_value=clip_value,
+        )  # fmt: skip
+        _emit(
+            result, json_out, quiet,
+            lambda console: present.print_explain(result, console, precision=precision, full=full),
+        )  # fmt: skip
+
+
 @_command("optimize", options.OPTIMIZE_HELP, no_args_is_help=True)
 def optimize_command(
     expr: options.ExprArg = None,

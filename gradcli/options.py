@@ -340,3 +340,17 @@ Examples:
   gradcli functions tanh sigmoid
   gradcli functions --json
 """
+
+EXPLAIN_HELP = """The gradient step by step: the forward pass as a numbered list of nodes,
+then the backward pass in the order the engine runs it (the incoming gradient, the rule,
+what each node sends to each input, where gradients accumulate, broadcasting undone, the
+implicit sum, --grad-output, --wrt and clipping). The same inputs and options as eval.
+
+\b
+Examples:
+  gradcli explain "a*b+b" a='[3,4]' b='[5,6]'
+  gradcli explain "sum(W @ x + b)" W='[[1,2],[3,4]]' x='[1,1]' b='[1,2]'
+  gradcli explain "a*b+b" a='[3,4]' b='[5,6]' --wrt a --clip-norm 1 --json
+"""
+
+SHORT_HELP["explain"] = "Show the forward and backward pass step by step."

@@ -443,3 +443,100 @@ def print_optimization(
     _show(console, Text("loss", style="bold"))
     plot = loss_plot(opt.losses, width=console.width, last_step=opt.steps_run, every=opt.loss_every)
     _show(console, plot, soft_wrap=True)
+
+
+def print_explain(ex: Any, console: Console, *, precision: int = 4, full: bool = False) -> None:
+    """``gradcli explain``: the forward steps, then the backward steps in the engine's order,
+    then the final gradients (docs/explain.md). Arrays are summarised as in ``eval``."""
+    forward = ex.forward
+    by_id = {s["id"]: s for s in forward}
+
+    def arr(a: Any) -> str:  # an array inside a sentence: one line, summarised past 1000
+        return " ".join(format_array(np.asarray(a), precision=precision, full=full).split())
+
+    def cell(a: Any) -> ArrayCell | Text:
+        return Text("") if a is None else ArrayCell(np.asarray(a), precision=precision, full=full)
+
+    def name(k: Any) -> str:
+        if k is None:
+            return "—"
+        s = by_id[k]
+        return f"#{k} {s['label']}" if s["label"] else f"#{k} {s['op']}"
+
+    table = Table(title=_text(f"forward: {ex.expr.strip()}"), box=box.HEAVY_HEAD)
+    for column in ("#", "node", "computes", "shape", "value"):
+        table.add_column(column, overflow="fold")
+    for s in forward:
+        text = (
+            s["text"]
+            if not s["label"] or s["op"] in ("input", "constant")
+            else (f"{s['label']} = {s['text']}")
+        )
+        table.add_row(Text(str(s["id"])), _text(text), _text(s["summary"]),
+                      Text(_shape(s["value"])), cell(s["value"]))  # fmt: skip
+    _print_table(console, table)
+
+    steps = Table(title=Text("backward, in the order the engine ran it"), box=box.HEAVY_HEAD)
+    for column in ("step", "node", "what happens", "gradient"):
+        steps.add_column(column, overflow="fold")
+    for s in ex.backward:
+        kind = s["kind"]
+        node, words, grad = name(s.get("node")), "", s.get("grad")
+        if kind == "wrt":
+            node = "—"
+            words = "not in --wrt, so constants (no gradient flows to them): " + ", ".join(
+                s["constants"]
+            )
+        elif kind == "reduction":
+            words = (
+                f"the output {name(s['output'])} has shape {tuple(s['shape'])}: backward "
+                "starts from its sum, as z.sum().backward()"
+            )
+        elif kind == "seed":
+            words = (
+                "start: the gradient given by --grad-output"
+                if s["source"] == "grad_output"
+                else "start: d output / d output = 1"
+            )
+        elif kind == "accumulate":
+            terms = " + ".join(f"{arr(t['grad'])} (from {name(t['from'])})" for t in s["terms"])
+            words = f"gradients meet: {terms} = {arr(grad)}"
+        elif kind == "node":
+            where = f" (part of {name(s['node'])})" if s["inner"] else ""
+            node = f"{name(s['node'])}{where}" if not s["inner"] else f"{s['primitive']}{where}"
+            said = f" — {s['summary']}" if s["summary"] else ""
+            lines = [f"{s['primitive']}{said}; rule: {s['rule']}"]
+            for send in s["sends"]:
+                to = name(send["to"]) if send["to"] is not None else "a constant"
+                got = "nothing (no gradient)" if send["grad"] is None else arr(send["grad"])
+                lines.append(f"→ {to} (input {send['input']}): {got}")
+            words = "\n".join(lines)
+        elif kind == "unbroadcast":
+            axes = ", ".join(map(str, s["axes"]))
+            words = (
+                f"broadcasting undone for {name(s['to'])}: {arr(s['before'])} of shape "
+                f"{tuple(s['from_shape'])} summed over axis {axes} to shape {tuple(s['shape'])}"
+            )
+        elif kind == "leaf":
+            words = f"accumulated into {s['label']}.grad"
+        elif kind == "keep":
+            words = f"the binding {s['label']} keeps its gradient (retain_grad)"
+        elif kind == "clip":
+            node, grad = "—", None
+            if s["method"] == "norm":
+                p, total = _num(s["norm_type"], precision), _num(s["total_norm"], precision)
+                words = (
+                    f"clip_grad_norm_: total {p}-norm {total}, max_norm "
+                    f"{_num(s['max_norm'], precision)}: scaled by {_num(s['scale'], precision)}"
+                )
+            else:
+                v = _num(abs(s["clip_value"]), precision)
+                words = f"clip_grad_value_: clamped to [-{v}, {v}]"
+            for n, ba in s["grads"].items():
+                words += f"\n{n}: {arr(ba['before'])} → {arr(ba['after'])}"
+        steps.add_row(Text(str(s["step"])), _text(node), _text(words), cell(grad))
+    if not ex.backward:
+        steps.add_row(Text(""), Text("—"), Text("no input requires grad"), Text(""))
+    _print_table(console, steps)
+    grads = "; ".join(f"{n}: {CONSTANT if g is None else arr(g)}" for n, g in ex.gradients.items())
+    _show(console, _text(f"gradients: {grads}" if grads else "no inputs"))

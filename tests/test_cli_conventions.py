@@ -184,7 +184,17 @@ def test_expressions_that_begin_with_a_minus_and_negative_values_still_work() ->
 # 9. --help, and functions NAME...
 # --------------------------------------------------------------------------------------
 
-COMMANDS = ["eval", "batch", "check", "jacobian", "hessian", "graph", "optimize", "functions"]
+COMMANDS = [
+    "eval",
+    "batch",
+    "check",
+    "jacobian",
+    "hessian",
+    "graph",
+    "explain",
+    "optimize",
+    "functions",
+]
 
 
 def _sections(help_text: str) -> dict[str, str]:

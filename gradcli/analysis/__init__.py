@@ -15,6 +15,7 @@ a part of the work:
                   (the pass limit :data:`DEFAULT_MAX_PASSES`, the scalar-output check)
 ``gradcheck``     :func:`check`: analytic derivatives against finite differences
 ``compgraph``     :func:`graph`: the computation graph, as JSON or Graphviz DOT
+``explain``       :func:`explain`: the forward and backward steps the engine ran
 ``optimization``  :func:`optimize`, :class:`Optimization` and :class:`LossHistory`
 ================  =====================================================================
 """
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from .compgraph import Graph, Node, graph
 from .derivatives import DEFAULT_MAX_PASSES, Hessian, Jacobian, element_labels, hessian, jacobian
+from .explain import Explanation, explain
 from .gradcheck import Check, InputCheck, check
 from .optimization import DEFAULT_MAX_HISTORY, OPTIMIZERS, LossHistory, Optimization, optimize
 
@@ -31,6 +33,7 @@ __all__ = [
     "DEFAULT_MAX_PASSES",
     "OPTIMIZERS",
     "Check",
+    "Explanation",
     "Graph",
     "Hessian",
     "InputCheck",
@@ -40,6 +43,7 @@ __all__ = [
     "Optimization",
     "check",
     "element_labels",
+    "explain",
     "graph",
     "hessian",
     "jacobian",

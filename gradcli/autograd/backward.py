@@ -13,6 +13,7 @@ later backward that needs them raises torch's error.
 
 from __future__ import annotations
 
+import contextvars
 import heapq
 from collections.abc import Sequence
 from typing import Any
@@ -30,6 +31,11 @@ _ndarray = np.ndarray
 #: gradients of at least this many elements are written into in place when they can be
 INPLACE_MIN = 1 << 14
 _NOT_WANTED = "element 0 of tensors does not require grad and does not have a grad_fn"
+#: an observer of one backward pass (``gradcli explain``, docs/explain.md): while it is set
+#: in this context (thread) and ``observer.watches(out)``, ``backward()`` takes
+#: :func:`run`'s walk and reports each step to it; None otherwise, read once per backward
+#: pass. A context variable: an ``explain`` in one thread never sees another's steps
+OBSERVER: contextvars.ContextVar[Any] = contextvars.ContextVar("gradcli_observer", default=None)
 
 
 def _seed(out: Tensor, gradient: Any, what: str, create_graph: bool) -> Any:
@@ -88,7 +94,10 @@ def backward(out: Tensor, gradient: Any, retain_graph: bool | None, create_graph
     else:
         g = _seed(out, gradient, "backward: gradient", create_graph)
     retain = create_graph if retain_graph is None else bool(retain_graph)
-    if create_graph:
+    observer = OBSERVER.get()
+    if observer is not None and not create_graph and observer.watches(out):
+        run(root, g, False, retain, None, backend_of(out.data), observer)
+    elif create_graph:
         run(root, g, True, retain, None)
     elif type(out.data) is _ndarray:
         _run_plain(root, g, not retain, registry.namespaces()[0])
@@ -129,12 +138,15 @@ def run(
     retain: bool,
     targets: list[Node | AccumulateGrad | None] | None,
     backend: Any = NUMPY,
+    observe: Any = None,
 ) -> list[Any]:
     """Propagate ``g`` = d(loss)/d(root) through the graph.
 
     With ``targets`` None, gradients are accumulated into the ``.grad`` of leaves (and of
     non-leaves that retain theirs). Otherwise the gradient reaching each target node is
-    returned and nothing is written (``autograd.grad``).
+    returned and nothing is written (``autograd.grad``). ``observe``: told of every node
+    visited with its gradient, then of each gradient its rule sends to its input ``i``
+    (and of one summed back down from a broadcast shape) (see OBSERVER).
     """
     xp = registry.namespaces()[1] if create_graph else registry.array_namespace(backend)
     wanted: dict[Any, list[int]] | None = None
@@ -189,6 +201,8 @@ def run(
                     else:
                         break
                 prim = node.prim
+                if observe is not None:
+                    observe.visit(node, gnode)
                 if wanted is not None and node in wanted:
                     for i in wanted[node]:
                         found[i] = gnode
@@ -241,6 +255,8 @@ def run(
                         gnode = gnode * local if form == FACTOR else gnode / local
                         fresh = type(gnode) is ndarray
                     local = saved = ans = None  # not alive while the next rule allocates
+                    if observe is not None:
+                        observe.send(0, to, gnode)
                     if to.uses == 1:
                         node, own = to, fresh
                         continue
@@ -276,8 +292,12 @@ def run(
                     # += would only rebind) can take later terms in place
                     fresh = pg is not gnode and type(pg) is ndarray and pg.base is None
                     if shapes is not None and pg.shape != shapes[i]:
+                        if observe is not None:
+                            observe.unbroadcast(i, pg)
                         pg = xp.sum_to(pg, shapes[i])
                         fresh = type(pg) is ndarray and pg.base is None
+                    if observe is not None:
+                        observe.send(i, to, pg)
                     if to.uses == 1:
                         # the last such input is visited next, the others after it (the
                         # order of a stack: W3b's peak memory depends on it)
