@@ -262,7 +262,8 @@ class Scale:
         """Whether to evaluate on Dask: asked for, or an input was read a chunk at a time
         (a Zarr store, a large ``.npy`` file), which is said on stderr. On Dask's threads
         in the command's own process, its allocator then keeps freed chunks' memory
-        (:func:`keep_freed_memory`)."""
+        (:func:`keep_freed_memory`) and Dask's threads are its default scheduler
+        (:func:`_threads_by_default`)."""
         dask = self._on_dask(inputs, quiet)
         if dask and self.scheduler is None and OWN_PROCESS:
             keep_freed_memory()

@@ -226,16 +226,16 @@ def compute(*arrays: Any, client: Any = None, writes: bool = False) -> tuple[Any
     with 4 threads, 3.1 to 3.4 s with 2; each thread holds a few chunks: 0.7 GB against 0.5
     GB). Dask's own ``num_workers`` setting, where one is made, is kept."""
     import functools
-    import os
 
     import dask
+    import dask.system
     import dask.threaded
 
     if client is not None:
         return tuple(client.compute(list(arrays), sync=True))
     threads = dask.config.get("num_workers", None)
     if threads is None and writes:
-        threads = (os.cpu_count() or 1) + 2
+        threads = dask.system.CPU_COUNT + 2  # (the CPUs this process may use, as Dask counts)
     get = functools.partial(dask.threaded.get, loads=_note_task, num_workers=threads)
     return tuple(dask.compute(*arrays, scheduler=get, optimize_graph=False))
 

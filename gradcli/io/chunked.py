@@ -335,7 +335,10 @@ def _write_direct(fd: int, data: memoryview) -> int:
         while done < whole:
             n = min(_PIECE, whole - done)
             buffer[:n] = data[done : done + n]
-            done += os.write(fd, memoryview(buffer)[:n])
+            written = os.write(fd, memoryview(buffer)[:n])
+            if not written:  # (a file system that takes nothing: the cache takes the rest)
+                break
+            done += written
     except OSError as e:
         if e.errno != errno.EINVAL:  # not a refusal of direct I/O: a real failure
             raise
