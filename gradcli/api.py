@@ -208,6 +208,16 @@ def _check_limit(value: Any, what: str) -> float | None:
     return v
 
 
+def check_clipping(clip_norm: Any, clip_value: Any, norm_type: Any) -> tuple[Any, Any, float]:
+    """``clip_norm``, ``clip_value`` and the norm's ``p``, checked (at most one of the two
+    clippings), as every evaluation takes them."""
+    clip_norm = _check_limit(clip_norm, "clip_norm")
+    clip_value = _check_limit(clip_value, "clip_value")
+    if clip_norm is not None and clip_value is not None:
+        raise InputError("clip_norm and clip_value cannot be used together: choose one")
+    return clip_norm, clip_value, check_norm_type(norm_type)
+
+
 def _input_values(given: dict[Any, Any]) -> dict[str, Any]:
     """The inputs by name, each name as Python reads an identifier (NFKC, see
     ``language.normalize_name``): this is where every input name enters, from the command
@@ -342,11 +352,7 @@ def evaluate(
     if chunks is not None or scheduler is not None:
         raise InputError("chunks and scheduler go with backend='dask'")
     seed = check_seed(seed)
-    clip_norm = _check_limit(clip_norm, "clip_norm")
-    clip_value = _check_limit(clip_value, "clip_value")
-    if clip_norm is not None and clip_value is not None:
-        raise InputError("clip_norm and clip_value cannot be used together: choose one")
-    p = check_norm_type(norm_type)
+    clip_norm, clip_value, p = check_clipping(clip_norm, clip_value, norm_type)
     setup = prepare(
         expr,
         inputs,

@@ -18,7 +18,7 @@ import contextlib
 import contextvars
 import math
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,14 +271,14 @@ def build(
     chunks: Any = None,
 ) -> Lazy:
     """Parse, check and run ``expr`` on lazy inputs: the graph of the whole evaluation."""
-    from .api import _fresh, check_seed, prepare
+    from .api import _fresh, check_seed
     from .language import DEFAULT_MAX_PROGRAM_CHARS
 
     backend = require_dask()
     nbytes = parse_chunks(chunks)
     seed = check_seed(seed)
     with backend.chunk_size(nbytes):
-        setup = prepare(
+        setup, given = lazy_setup(
             expr,
             inputs,
             wrt=wrt,
@@ -288,11 +288,39 @@ def build(
             if max_program_chars is None
             else max_program_chars,
         )
-        given = dict(setup.values)
-        setup.values = {name: backend.DASK.from_array(v) for name, v in setup.values.items()}
         with E.computation(max_elements) as fp:
             run = _fresh(setup, grad_output, seed, max_elements)
     return Lazy(setup, run, fp, given)
+
+
+def lazy_setup(
+    expr: str,
+    inputs: Mapping[str, Any] | None,
+    *,
+    wrt: Any,
+    dtype: Any,
+    max_elements: int,
+    max_program_chars: int,
+    keep: Callable[[Any], Iterable[str]] = lambda setup: (),
+) -> tuple[Any, dict[str, Any]]:
+    """:func:`~gradcli.api.prepare`, each input then a Dask array in the chunks of
+    :func:`chunk_size` in force, but those named by ``keep(setup)``, which stay as they
+    were given; and the values as given (NumPy arrays, or lazy ones read from files)."""
+    from .api import prepare
+
+    setup = prepare(
+        expr,
+        inputs,
+        wrt=wrt,
+        dtype=dtype,
+        max_elements=max_elements,
+        max_program_chars=max_program_chars,
+    )
+    given = dict(setup.values)
+    kept = set(keep(setup))
+    backend = require_dask()
+    setup.values = {n: v if n in kept else backend.DASK.from_array(v) for n, v in given.items()}
+    return setup, given
 
 
 @dataclass
@@ -305,13 +333,9 @@ class _Clip:
 
     @classmethod
     def checked(cls, clip_norm: Any, clip_value: Any, norm_type: Any) -> _Clip:
-        from .api import _check_limit, check_norm_type
+        from .api import check_clipping
 
-        clip_norm = _check_limit(clip_norm, "clip_norm")
-        clip_value = _check_limit(clip_value, "clip_value")
-        if clip_norm is not None and clip_value is not None:
-            raise InputError("clip_norm and clip_value cannot be used together: choose one")
-        return cls(clip_norm, clip_value, check_norm_type(norm_type))
+        return cls(*check_clipping(clip_norm, clip_value, norm_type))
 
 
 def _norm(p: float) -> Any:

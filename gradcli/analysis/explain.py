@@ -117,11 +117,7 @@ def explain(
 ) -> Explanation:
     """The forward and backward steps of ``evaluate(expr, inputs, ...)``, with its numbers."""
     seed = api.check_seed(seed)
-    clip_norm = api._check_limit(clip_norm, "clip_norm")
-    clip_value = api._check_limit(clip_value, "clip_value")
-    if clip_norm is not None and clip_value is not None:
-        raise api.InputError("clip_norm and clip_value cannot be used together: choose one")
-    p = api.check_norm_type(norm_type)
+    clip_norm, clip_value, p = api.check_clipping(clip_norm, clip_value, norm_type)
     setup = api.prepare(
         expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements,
         max_program_chars=max_program_chars,

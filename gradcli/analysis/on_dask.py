@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import autograd as E
 from .. import lazy
-from ..api import Setup, prepare
+from ..api import Setup
 from ..errors import InputError
 from ..language import DEFAULT_MAX_PROGRAM_CHARS
 from .compgraph import Graph, Node, _graph_order
@@ -111,35 +111,6 @@ class Session:
 def session(at: Where) -> Iterator[Session]:
     with contextlib.ExitStack() as stack:
         yield Session(at, stack)
-
-
-def lazy_setup(
-    expr: str,
-    inputs: Mapping[str, Any] | None,
-    *,
-    wrt: Iterable[str] | None,
-    dtype: Any,
-    max_elements: int,
-    max_program_chars: int,
-    keep: Callable[[Setup], Iterable[str]] = lambda setup: (),
-) -> Setup:
-    """:func:`~gradcli.api.prepare`, each input then a Dask array in the session's chunks
-    (those :func:`gradcli.lazy.build` makes), but those named by ``keep(setup)``, which stay
-    as they were given."""
-    setup = prepare(
-        expr,
-        inputs,
-        wrt=wrt,
-        dtype=dtype,
-        max_elements=max_elements,
-        max_program_chars=max_program_chars,
-    )
-    kept = set(keep(setup))
-    backend = lazy.require_dask()
-    setup.values = {
-        n: v if n in kept else backend.DASK.from_array(v) for n, v in setup.values.items()
-    }
-    return setup
 
 
 class Batch:
@@ -337,7 +308,7 @@ def jacobian(
     """:func:`gradcli.analysis.jacobian` on Dask: the forward pass and one backward pass per
     output element, computed together."""
     with session(at) as on:
-        setup = lazy_setup(
+        setup, _ = lazy.lazy_setup(
             expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements,
             max_program_chars=max_program_chars,
         )  # fmt: skip
@@ -364,7 +335,7 @@ def hessian(
     """:func:`gradcli.analysis.hessian` on Dask: the forward pass, the backward pass as a
     graph, and one backward pass of it per input element, computed together."""
     with session(at) as on:
-        setup = lazy_setup(
+        setup, _ = lazy.lazy_setup(
             expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements,
             max_program_chars=max_program_chars,
         )  # fmt: skip
@@ -475,7 +446,7 @@ def check(
     derivatives' passes and the finite differences' forward passes (order 1) or gradients
     (order 2), computed together."""
     with session(at) as on:
-        setup = lazy_setup(
+        setup, _ = lazy.lazy_setup(
             expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements,
             max_program_chars=max_program_chars,
         )  # fmt: skip
@@ -531,7 +502,7 @@ def graph(
     """:func:`gradcli.analysis.graph` on Dask: the traced forward pass and the backward
     pass of its (summed) output, every node's value and gradient computed together."""
     with session(at) as on:
-        setup = lazy_setup(
+        setup, _ = lazy.lazy_setup(
             expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements,
             max_program_chars=max_program_chars,
         )  # fmt: skip
@@ -580,8 +551,8 @@ def graph(
 
 
 def hold(setup: Setup, on: Session) -> None:
-    """The parameters being optimised (``setup.wanted``, as given: :func:`lazy_setup` kept
-    them) in memory, copies of their own, which the optimizer updates in place. One given
+    """The parameters being optimised (``setup.wanted``, as given: ``lazy.lazy_setup``
+    kept them) in memory, copies of their own, which the optimizer updates in place. One given
     lazily (a Zarr store, a large ``.npy`` file) is read into memory, all of them in one
     pass, unless it could not be held there: larger than a quarter of memory, the size
     from which an ``.npy`` input is read a chunk at a time (docs/dask.md, "Files")."""

@@ -165,12 +165,13 @@ def optimize(
         max_history=max_history, on_step=on_step, tol=tol, stop=stop,
     )  # fmt: skip
     if backend != "numpy" or chunks is not None or scheduler is not None:
+        from .. import lazy
         from . import on_dask
 
         at = on_dask.where(backend, chunks, scheduler)
         if at is not None:
             with on_dask.session(at) as on:
-                setup = on_dask.lazy_setup(
+                setup, _ = lazy.lazy_setup(
                     expr, inputs, wrt=wrt, dtype=dtype, max_elements=max_elements,
                     max_program_chars=max_program_chars, keep=lambda setup: setup.wanted,
                 )  # fmt: skip
