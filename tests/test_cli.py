@@ -423,7 +423,7 @@ BAD = [
     Bad("boolean-value", ("eval", "a", "a=true"), "input", ("true",), subprocess=True),
     Bad("empty-expression", ("eval", ""), "parse", ("empty",), (1, 1), True),
     Bad("only-a-comment", ("eval", "# nothing"), "parse", ("empty",), (1, 1)),
-    Bad("dunder-import", ("eval", "__import__('os')"), "parse", (), (1, 12), True),
+    Bad("dunder-import", ("eval", "__import__('os')"), "name", ("__import__",), (1, 1), True),
     Bad("dunder-attribute", ("eval", "x.__class__", "x=1"), "name", ("__class__",), (1, 3), True),
     Bad("too-large", ("eval", "zeros(10**12)"), "limit", ("limit",), subprocess=True),
     Bad(

@@ -287,8 +287,8 @@ def test_dunder_attribute_is_refused() -> None:
 
 def test_format_string_is_refused() -> None:
     r = gradcli_run("eval", '"{0.__class__}"', "--json")
-    assert_answered(r, 2)
-    error_of(r, "parse")
+    assert_answered(r, 1)
+    error_of(r, "value")
     r = gradcli_run("eval", "x", 'x="{0.__class__}"', "--json")
     assert_answered(r, 2)
     error_of(r, "input")

@@ -771,11 +771,13 @@ def test_attribute_other_than_T_is_refused() -> None:
 
 
 def test_dunder_import_is_never_executed() -> None:
-    with pytest.raises(ParseError):
-        compile_program("__import__('os')")  # refused by the parser: nothing runs
+    # 'os' is a string literal now, but only the function table is ever called
     err = error("__import__('os')")
-    assert isinstance(err, ParseError)
-    assert (err.line, err.column) == (1, 12)
+    assert err.kind == "name"
+    assert "unknown function `__import__`" in err.message
+    assert (err.line, err.column) == (1, 1)
+    err = error("exec('import os')")
+    assert err.kind == "name" and "unknown function `exec`" in err.message
     err = error("__import__(x)", {"x": 1})
     assert err.kind == "name"
     assert "__import__" in err.message
@@ -945,3 +947,46 @@ def test_a_broadcast_error_names_the_operation(expr, name):
 def test_tensor_has_no_where_method_with_other_meaning_than_torchs():
     # torch's x.where(cond, y) takes x as the values; gradcli.where(cond, a, b) is NumPy's
     assert not hasattr(gradcli.tensor([1.0]), "where")
+
+
+# --- string literals (docs/language.md, "Strings") ---------------------------------------
+
+
+@pytest.mark.parametrize("text", ['"ij,j->i"', "'ij,j->i'", '""', "'a \"b\"'"])
+def test_a_string_literal_is_a_leaf_of_the_tree(text: str) -> None:
+    tree = parse(text)
+    assert tree.children[0].data == "string"
+    assert str(tree.children[0].children[0]) == text
+
+
+@pytest.mark.parametrize(
+    "expr,where",
+    [('"ab"', "the output"), ('"ab" + x', "+"), ('sum("ab")', "sum: argument `x`"),
+     ('sum(x, axis="0")', "sum: argument `axis`"), ('x["0"]', "index"),
+     ('["a", 1]', "array literal"), ('reshape(x, "2")', "reshape")],
+)  # fmt: skip
+def test_a_string_is_never_a_value(expr: str, where: str) -> None:
+    err = error(expr, {"x": [1.0, 2.0]})
+    assert err.kind == "value"
+    assert where in err.message
+    assert "is not a tensor; a string is only the argument of a function" in err.message
+
+
+@pytest.mark.parametrize(
+    "expr,line,column",
+    [('x + "ab', 1, 5), ("x = 1\ny + 'a\nb'", 2, 5), ('"', 1, 1)],
+)
+def test_a_string_not_closed_on_its_line_is_a_parse_error_at_its_quote(
+    expr: str, line: int, column: int
+) -> None:
+    err = error(expr)
+    assert isinstance(err, ParseError)
+    assert "is not closed" in err.message
+    assert (err.line, err.column) == (line, column)
+
+
+def test_a_string_beside_a_value_is_a_missing_operator() -> None:
+    err = error('x "a"', {"x": 1})
+    assert isinstance(err, ParseError)
+    assert "an operator is missing" in err.message
+    assert (err.line, err.column) == (1, 3)

@@ -182,6 +182,7 @@ KINDS = {
     "bool": "bool",
     "float": "number",
     "Shape": "shape",
+    "str": "text",  # a string literal: einsum's subscripts, a loss's reduction
 }
 REQUIRED = inspect.Parameter.empty
 
@@ -261,7 +262,12 @@ class FunctionSpec:
                 parts.append(p.name)
             else:
                 d = p.default
-                shown = "none" if d is None else str(d).lower() if isinstance(d, bool) else d
+                shown = (
+                    "none" if d is None
+                    else str(d).lower() if isinstance(d, bool)
+                    else f'"{d}"' if isinstance(d, str)
+                    else d
+                )  # fmt: skip
                 parts.append(f"{p.name}={shown}")
         return f"{self.name}({', '.join(parts)})"
 

@@ -27,6 +27,7 @@ from .functions import (
     SHAPE,
     TENSOR,
     TENSORS,
+    TEXT,
     Function,
     Param,
     suggest,
@@ -61,6 +62,11 @@ def to_tensor(value: Any, dtype: Any, what: str = "value") -> Tensor:
         raise InvalidValueError(f"{what}: `{shown}` is a keyword value, not a tensor")
     if value is Ellipsis or isinstance(value, slice):
         raise InvalidValueError(f"{what}: `...` and slices are only allowed inside x[...]")
+    if isinstance(value, str):
+        raise InvalidValueError(
+            f'{what}: the string "{shorten(value)}" is not a tensor; a string is only the '
+            "argument of a function that takes one (`gradcli functions` shows which)"
+        )
     return E.constant(float(value), dtype)
 
 
@@ -165,6 +171,14 @@ class _Calls:
             if isinstance(value, Seq):
                 return [self.tensor(v, what) for v in value]
             return self.tensor(value, what)
+        if p.kind == TEXT:
+            if not isinstance(value, str):
+                raise InvalidValueError(
+                    f'{what}: expected a string in quotes, as "{p.default}"'
+                    if isinstance(p.default, str)
+                    else f"{what}: expected a string in quotes"
+                )
+            return value
         if value is None and p.default is None:
             return None
         if p.kind == AXIS:

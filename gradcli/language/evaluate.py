@@ -158,6 +158,11 @@ class Program:
 CACHED_PROGRAM_CHARS = 4096
 
 
+def _text(tok: Any) -> str:
+    """A string literal's text, without its quotes (see the grammar's STRING)."""
+    return str(tok)[1:-1]
+
+
 def compile_program(text: str) -> Program:
     """Parse ``text``; a short text parsed before comes from a bounded cache."""
     if len(text) > CACHED_PROGRAM_CHARS:
@@ -288,6 +293,8 @@ class _Evaluator(_Calls):
                 push_value(self._lookup(item.children[0]))
             elif kind == "number":
                 push_value(self._number(item.children[0]))
+            elif kind == "string":
+                push_value(_text(item.children[0]))
             else:
                 kids = self._operands(item)
                 push((item, len(kids)))
@@ -297,7 +304,7 @@ class _Evaluator(_Calls):
     @staticmethod
     def _operands(node: Any) -> list[Any]:
         kind = node.data
-        if kind in ("name", "number"):
+        if kind in ("name", "number", "string"):
             return []
         children = node.children
         if kind in _CHAINS:  # operand, operator, operand, ...
@@ -348,6 +355,8 @@ class _Evaluator(_Calls):
             return self._number(node.children[0])
         if kind == "name":
             return self._lookup(node.children[0])
+        if kind == "string":
+            return _text(node.children[0])
         if kind == "sum" and len(args) > _LONG_SUM:
             ops = [str(op) for op in node.children[1::2]]
             terms = [self.tensor(args[0], ops[0])]

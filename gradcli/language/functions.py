@@ -15,7 +15,7 @@ from ..autograd import FUNCTIONS as REGISTERED
 from ..autograd.registry import REQUIRED, FunctionSpec, Param
 
 # Parameter kinds: how an argument's value is converted before the engine sees it.
-TENSOR, TENSORS, AXIS, INT, NUMBER, BOOL, SHAPE = (
+TENSOR, TENSORS, AXIS, INT, NUMBER, BOOL, SHAPE, TEXT = (
     "tensor",
     "tensors",
     "axis",
@@ -23,6 +23,7 @@ TENSOR, TENSORS, AXIS, INT, NUMBER, BOOL, SHAPE = (
     "number",
     "bool",
     "shape",
+    "text",
 )
 _REQUIRED = REQUIRED
 
@@ -43,6 +44,6 @@ def suggest(name: str, candidates: Any) -> str:
 
 
 __all__ = [
-    "AXIS", "BOOL", "FUNCTIONS", "INT", "NUMBER", "SHAPE", "TENSOR", "TENSORS", "Function",
+    "AXIS", "BOOL", "FUNCTIONS", "INT", "NUMBER", "SHAPE", "TENSOR", "TENSORS", "TEXT", "Function",
     "Param", "suggest",
 ]  # fmt: skip

@@ -173,6 +173,7 @@ def _lexer() -> _Lexer:
 _TERMINALS = {
     "NAME": "a name",
     "NUMBER": "a number",
+    "STRING": "a string",
     "LPAR": "'('",
     "RPAR": "')'",
     "LSQB": "'['",
@@ -190,7 +191,7 @@ _TERMINALS = {
     "_NEWLINE": "a new line",
     "$END": "the end of the program",
 }
-_EXPR_START = {"NAME", "NUMBER", "LPAR", "LSQB", "ADD"}
+_EXPR_START = {"NAME", "NUMBER", "STRING", "LPAR", "LSQB", "ADD"}
 
 
 def _describe_expected(expected: set[str]) -> str:
@@ -245,7 +246,7 @@ def parse(text: str) -> Any:
         if tok.type == "$END":
             line, column = _end_position(text)
         what = _token_text(tok)
-        if "MULTIPLY" in e.expected and tok.type in ("NAME", "NUMBER", "LPAR", "LSQB"):
+        if "MULTIPLY" in e.expected and tok.type in ("NAME", "NUMBER", "STRING", "LPAR", "LSQB"):
             raise ParseError(
                 f"unexpected {what} at line {line}, column {column}: an operator is missing "
                 f"before it (write `2*x`, not `2x`)",

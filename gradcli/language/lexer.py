@@ -69,6 +69,14 @@ class _Lexer:
             m = match(text, pos)
             if m is None:
                 column = pos - line_start + 1
+                if text[pos] in "\"'":
+                    raise ParseError(
+                        f"the string at line {line}, column {column} is not closed: it ends "
+                        f"with a {text[pos]} on the same line",
+                        line=line,
+                        column=column,
+                        context=_caret(text, line, column),
+                    )
                 raise ParseError(
                     f"unexpected character {text[pos]!r} at line {line}, column {column}",
                     line=line,
