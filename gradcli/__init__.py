@@ -27,7 +27,7 @@ _FROM_ERRORS = (
     "DomainError", "GradcliError", "InputError", "InvalidValueError", "LimitError",
     "NamingError", "ParseError", "ShapeError",
 )  # fmt: skip
-_MODULES = ("analysis", "autograd", "nn", "optim")
+_MODULES = ("analysis", "autograd", "linalg", "nn", "optim")
 
 
 def _engine_names() -> list[str]:

@@ -1,4 +1,5 @@
-"""``gradcli.nn.utils``: PyTorch's gradient clipping, for the tutorial's code."""
+"""``gradcli.nn``: PyTorch's gradient clipping (``gradcli.nn.utils``), for the tutorial's
+code, and ``gradcli.nn.functional`` (activations and losses under torch's names)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from collections.abc import Iterable
 from types import SimpleNamespace
 from typing import Any
 
-from . import autograd as E
-from .autograd import Tensor
+from .. import autograd as E
+from ..autograd import Tensor
+from . import functional
 
 
 def _grads(parameters: Tensor | Iterable[Tensor]) -> list[Any]:
@@ -48,3 +50,6 @@ def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float) -
 
 
 utils = SimpleNamespace(clip_grad_norm_=clip_grad_norm_, clip_grad_value_=clip_grad_value_)
+
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "functional", "utils"]
