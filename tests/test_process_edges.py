@@ -297,3 +297,26 @@ def test_save_to_dev_null_and_to_a_fifo_writes_a_whole_archive(tmp_path: Path) -
     with np.load(tmp_path / "got.npz") as got:
         assert got["a"].tolist() == [0.0, 1.0, 2.0]
         assert got["b"].tolist() == [[1.0, 1.0], [1.0, 1.0]]
+
+
+@pytest.mark.parametrize("module", ["typer", "rich", "numpy"])
+def test_ctrl_c_while_the_command_line_loads_is_an_interrupted_run(module: str) -> None:
+    """A SIGINT that arrives while ``gradcli.cli``'s imports run (here: when ``module`` is
+    first looked for) ends the run with exit 130 and ``interrupted``, never a traceback."""
+    code = f"""
+import importlib.abc, os, signal, sys
+class Interrupt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == {module!r}:
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+sys.meta_path.insert(0, Interrupt())
+sys.argv = ["gradcli", "eval", "x", "x=1"]
+from gradcli.__main__ import main
+main()
+"""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    r = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert (r.returncode, r.stdout, r.stderr) == (130, "", "interrupted\n")
