@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 #: the names torch.linalg has and the engine registers
-NAMES = ("det", "inv", "solve")
+NAMES = ("det", "inv", "solve", "slogdet", "cholesky", "pinv")
 
 
 def __getattr__(name: str) -> Any:

@@ -52,6 +52,14 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("sum(p ** 2.5 + x ^ 2)", {"p": P, "x": X}),
     ("sum(clip(x, -0.5, y))", {"x": X, "y": Y}),
     ("sum(where(x > y, x * 2, y))", {"x": X, "y": Y}),
+    (
+        'sum(erf(x) + gelu(x) + gelu(y, approximate="tanh") + leaky_relu(x, 0.2) + softsign(y))',
+        {"x": X, "y": Y},
+    ),
+    ("sum(elu(x, alpha=1.5) * y + logaddexp(x, y) + logaddexp(x, 1))", {"x": X, "y": Y}),
+    ("sum(cumsum(x, axis=1) * cumprod(y, axis=0)) + sum(cumsum(x) + cumprod(y))", {"x": X, "y": Y}),
+    ("sum(cumprod(z, axis=1) * y)", {"z": np.where(np.abs(X) < 0.8, 0.0, X), "y": Y}),
+    ("sum(tril(x, k=1) * y + triu(x) ** 2)", {"x": X, "y": Y}),
     *[(f"{n}(x, axis=1)", {"x": X}) for n in REDUCTIONS.split()],
     ("sum(max(x) + min(x, axis=0, keepdims=true)) + norm(x, ord=inf)", {"x": X}),
     ("var(x, ddof=1) + std(x, axis=0, ddof=1)[1]", {"x": X}),
@@ -64,6 +72,17 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("sum(matmul(x, v)) + dot(v, v) + sum(outer(v, v)) + sum(x @ M)", {"x": X, "v": V, "M": M}),
     ("trace(M) + sum(diag(M)) + sum(diag(v, k=1))", {"M": M, "v": V}),
     ("det(M) + sum(inv(M)) + sum(solve(M, v))", {"M": M, "v": V}),
+    (
+        'sum(einsum("ij,jk->ik", x, M) * y) + einsum("ii", M) + sum(einsum("ii->i", M) * v)'
+        ' + sum(einsum("i,j->ij", v, v)) + sum(einsum("ij->j", x) * v) + einsum("i,i->", v, v)',
+        {"x": X, "y": Y, "M": M, "v": V},
+    ),
+    (
+        "sum(einsum('bij,bjk->bik', b, b) ** 2) + sum(einsum('...ij,...jk', b, M[:2, :2]))"
+        " + sum(einsum('ij,j->i', x, v[:1]))",
+        {"b": _any(2, 2, 2), "M": M, "x": X, "v": V},
+    ),
+    ("sum(slogdet(M)) + sum(cholesky(M) * M) + sum(pinv(x) ** 2)", {"M": M, "x": X}),
     ("sum(x * zeros(3, 4) + ones(3, 4) * y + full((3, 4), 2) + eye(3, 4))", {"x": X, "y": Y}),
     ("sum(v * arange(4) + linspace(0, 1, 4) * v)", {"v": V}),
     ("sum(x * rand(3, 4) + y * randn(3, 4))", {"x": X, "y": Y}),
@@ -73,6 +92,20 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("[x[0, :3], v[1:4] + 1, [1, 2, 3]] @ [1, 2, 3]", {"x": X, "v": V}),
     ("h = x; sum(h * y)", {"x": X, "y": Y}),
     ("2 * 3", {}),
+    (
+        "mse_loss(x, y) + l1_loss(x, v, reduction='sum') + sum(huber_loss(x, y, 'none', 0.5))",
+        {"x": X, "y": Y, "v": V},
+    ),
+    (
+        "binary_cross_entropy(p, sigmoid(y), weight=v) + binary_cross_entropy_with_logits("
+        "x, p, reduction='sum', pos_weight=v * v)",
+        {"x": X, "y": Y, "p": P, "v": V},
+    ),
+    (
+        "cross_entropy(x, [0, 3, -100], weight=v * v, label_smoothing=0.1) + cross_entropy("
+        "x, softmax(y), reduction='sum') + nll_loss(log_softmax(y, axis=1), [2, 0, 1])",
+        {"x": X, "y": Y, "v": V},
+    ),
 ]
 NAMES_COVERED = {
     word
@@ -409,7 +442,13 @@ def _rows_by_grad(root: Any, leaves: list[Any], n: int) -> Any:
     for i in range(n):
         seed = np.zeros(n, dtype=root.dtype)
         seed[i] = 1.0
-        found = E.grad(root, leaves, grad_outputs=seed.reshape(root.shape), retain_graph=True)
+        found = E.grad(
+            root,
+            leaves,
+            grad_outputs=seed.reshape(root.shape),
+            retain_graph=True,
+            allow_unused=True,
+        )
         yield [None if g is None else g.data for g in found]
 
 

@@ -20,7 +20,7 @@ from gradcli.errors import InputError
 #: two float64 elements a chunk: every array of the cases is split on every axis
 TINY = 16
 #: functions Dask cannot compute lazily here (docs/dask.md, "What is refused")
-REFUSED = ("det", "inv", "solve")
+REFUSED = ("det", "inv", "solve", "slogdet", "cholesky", "pinv")
 
 
 def _close(got: Any, want: Any, what: str) -> None:

@@ -95,6 +95,12 @@ def np_log_softmax(x, axis=-1):
     return np.log(np_softmax(x, axis=axis))
 
 
+def np_erf(x):
+    from math import erf
+
+    return np.vectorize(erf, otypes=[float])(x)
+
+
 # --------------------------------------------------------------------------------------------
 # 1. elementwise, one argument
 # --------------------------------------------------------------------------------------------
@@ -129,6 +135,11 @@ UNARY = {
     "relu": (np_relu, away0()),
     "softplus": (np_softplus, real(-4.0, 4.0)),
     "silu": (lambda x: x * np_sigmoid(x), real(-4.0, 4.0)),
+    "erf": (np_erf, real(-3.0, 3.0)),
+    "gelu": (lambda x: x * 0.5 * (1.0 + np_erf(x / np.sqrt(2.0))), real(-4.0, 4.0)),
+    "leaky_relu": (lambda x: np.where(x > 0, x, 0.01 * x), away0()),
+    "elu": (lambda x: np.where(x > 0, x, np.expm1(x)), away0()),
+    "softsign": (lambda x: x / (1.0 + np.abs(x)), real()),
     "floor": (np.floor, avoiding(INTEGERS, lo=-2.5, hi=2.5)),
     "ceil": (np.ceil, avoiding(INTEGERS, lo=-2.5, hi=2.5)),
     "round": (np.round, avoiding(HALF_INTEGERS, lo=-2.5, hi=2.5)),
@@ -184,6 +195,7 @@ BINARY = {
     "maximum": (lambda a, b: fn("maximum")(a, b), np.maximum, joint_distinct),
     "minimum": (lambda a, b: fn("minimum")(a, b), np.minimum, joint_distinct),
     "arctan2": (lambda a, b: fn("arctan2")(a, b), np.arctan2, independent(away0(), away0())),
+    "logaddexp": (lambda a, b: fn("logaddexp")(a, b), np.logaddexp, independent(real(), real())),
 }
 SHAPE_PAIRS = [
     ((), ()),
@@ -615,6 +627,23 @@ SHAPE_FUNCS = {
         lambda a: np.stack((a, a)),
         [(2, 3)],
     ),
+    # running sums and products along an axis (None: the flattened elements)
+    "cumsum(2x3x4, axis=1)": _one(
+        lambda t: fn("cumsum")(t, axis=1), lambda x: np.cumsum(x, 1), (2, 3, 4)
+    ),
+    "cumsum(2x3)": _one(lambda t: fn("cumsum")(t), np.cumsum, (2, 3)),
+    "cumsum(scalar, axis=0)": _one(lambda t: fn("cumsum")(t, 0), lambda x: x, ()),
+    "cumprod(2x3x4, axis=-1)": _one(
+        lambda t: fn("cumprod")(t, axis=-1), lambda x: np.cumprod(x, -1), (2, 3, 4)
+    ),
+    "cumprod(4x3, axis=0)": _one(lambda t: fn("cumprod")(t, 0), lambda x: np.cumprod(x, 0), (4, 3)),
+    "cumprod(2x3)": _one(lambda t: fn("cumprod")(t), np.cumprod, (2, 3)),
+    # triangles of the last two axes
+    "tril(3x4)": _one(lambda t: fn("tril")(t), np.tril, (3, 4)),
+    "tril(4x3, k=-1)": _one(lambda t: fn("tril")(t, k=-1), lambda x: np.tril(x, -1), (4, 3)),
+    "tril(2x3x3, k=1)": _one(lambda t: fn("tril")(t, 1), lambda x: np.tril(x, 1), (2, 3, 3)),
+    "triu(3x4)": _one(lambda t: fn("triu")(t), np.triu, (3, 4)),
+    "triu(2x4x3, k=-2)": _one(lambda t: fn("triu")(t, k=-2), lambda x: np.triu(x, -2), (2, 4, 3)),
 }
 
 
@@ -799,6 +828,87 @@ LINALG = {
     "solve(batched 4x3x3, 3x2) broadcast b": _lin(
         "solve", np.linalg.solve, [(4, 3, 3), (3, 2)], well_conditioned
     ),
+    **{
+        f"einsum({subs}, {'; '.join(map(sid, shapes))})": (
+            lambda *ts, s=subs: fn("einsum")(s, *ts),
+            lambda *xs, s=subs: np.einsum(s.replace(" ", ""), *xs),
+            list(shapes),
+            real(),
+        )
+        for subs, shapes in [
+            ("ij,jk->ik", [(2, 3), (3, 4)]),
+            ("ii->", [(3, 3)]),
+            ("ii->i", [(3, 3)]),
+            ("i,j->ij", [(3,), (4,)]),
+            ("bij,bjk->bik", [(2, 2, 3), (2, 3, 4)]),
+            ("ij->ji", [(2, 3)]),
+            ("i,i->", [(4,)] * 2),
+            ("ij->i", [(2, 3)]),
+            ("ij", [(2, 3)]),
+            ("ij,jk", [(2, 3), (3, 4)]),
+            ("...ij,...jk->...ik", [(5, 2, 3), (1, 3, 4)]),
+            ("...ij,jk->...ik", [(2, 5, 2, 3), (3, 4)]),
+            ("ij,j->i", [(2, 3), (1,)]),
+            ("iij,jk->ik", [(3, 3, 2), (2, 4)]),
+            ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+            ("i j , j -> i", [(3, 2), (2,)]),
+        ]
+    },
+    "einsum(...ij->ij) sums '...'": (
+        lambda t: fn("einsum")("...ij->ij", t),
+        lambda x: x.sum(axis=0),
+        [(4, 2, 3)],
+        real(),
+    ),
+    "slogdet(1x1)": (
+        lambda t: fn("slogdet")(t).logabsdet,
+        lambda x: np.linalg.slogdet(x)[1],
+        [(1, 1)],
+        well_conditioned,
+    ),
+    "slogdet(3x3)": (
+        lambda t: fn("slogdet")(t).logabsdet,
+        lambda x: np.linalg.slogdet(x)[1],
+        [(3, 3)],
+        well_conditioned,
+    ),
+    "slogdet(4x4) negative det": (
+        lambda t: fn("slogdet")(t[[1, 0, 2, 3]])[1],
+        lambda x: np.linalg.slogdet(x[[1, 0, 2, 3]])[1],
+        [(4, 4)],
+        well_conditioned,
+    ),
+    "slogdet(batched 4x3x3)": (
+        lambda t: fn("slogdet")(t).logabsdet,
+        lambda x: np.linalg.slogdet(x)[1],
+        [(4, 3, 3)],
+        well_conditioned,
+    ),
+    # cholesky reads the lower triangle: differentiated through a symmetric input, whose
+    # perturbations are symmetric too (its gradient, torch's, is symmetric)
+    **{
+        f"cholesky(sym {sid(shape)})": (
+            lambda t: fn("cholesky")((t + fn("swapaxes")(t, -1, -2)) * 0.5),
+            lambda x: np.linalg.cholesky((x + np.swapaxes(x, -1, -2)) * 0.5),
+            [shape],
+            well_conditioned,
+        )
+        for shape in [(1, 1), (3, 3), (2, 4, 4)]
+    },
+    **{
+        f"pinv({sid(shape)})": (
+            lambda t: fn("pinv")(t),
+            np.linalg.pinv,
+            [shape],
+            sampler,
+        )
+        for shape, sampler in [
+            ((3, 3), well_conditioned),
+            ((2, 4), real()),
+            ((4, 2), real()),
+            ((3, 2, 3), real()),
+        ]
+    },
 }
 
 
@@ -937,3 +1047,70 @@ def test_float32_matches_float64(case):
         np.testing.assert_allclose(
             a, b, rtol=2e-5, atol=1e-5, err_msg=f"{case}: float32 gradient of input {i}"
         )
+
+
+# --------------------------------------------------------------------------------------------
+# 11. losses (more cases, the options and the awkward points: test_fn_losses.py)
+# --------------------------------------------------------------------------------------------
+
+
+def _loss_difference(name, ref, shapes):
+    def make(rng):
+        x, t = real()(rng, shapes[0]), real()(rng, shapes[1])
+        return (lambda a, b: fn(name)(a, b)), [x, t], [0, 1], np.mean(ref(x - t))
+
+    return make
+
+
+def _loss_bce(rng):
+    x, t = real(0.1, 0.9)(rng, (2, 3)), real(0.0, 1.0)(rng, (2, 3))
+    ref = -(t * np.log(x) + (1 - t) * np.log1p(-x))
+    return (lambda a, b: fn("binary_cross_entropy")(a, b)), [x, t], [0, 1], np.mean(ref)
+
+
+def _loss_bce_logits(rng):
+    x, t = real(-4.0, 4.0)(rng, (2, 3)), real(0.0, 1.0)(rng, (2, 3))
+    ref = (1 - t) * x + np.logaddexp(0.0, -x)
+    f = fn("binary_cross_entropy_with_logits")
+    return (lambda a, b: f(a, b)), [x, t], [0, 1], np.mean(ref)
+
+
+def _loss_classes(name, shape):
+    def make(rng):
+        x = real(-3.0, 3.0)(rng, shape)
+        t = rng.integers(0, shape[1], (shape[0],)).astype(float)
+        logp = np_log_softmax(x, axis=1) if name == "cross_entropy" else x
+        ref = -np.mean(logp[np.arange(shape[0]), t.astype(int)])
+        return (lambda a, b: fn(name)(a, b)), [x, t], [0], ref
+
+    return make
+
+
+def _loss_probs(rng):
+    x, p = real(-3.0, 3.0)(rng, (3, 4)), rng.dirichlet(np.ones(4), size=3)
+    ref = -np.sum(p * np_log_softmax(x, axis=1)) / 3
+    return (lambda a, b: fn("cross_entropy")(a, b)), [x, p], [0, 1], ref
+
+
+LOSSES = {
+    "mse_loss(x, t)": _loss_difference("mse_loss", np.square, [(2, 3), (2, 3)]),
+    "mse_loss(x, t) broadcast 2x3 with 3": _loss_difference("mse_loss", np.square, [(2, 3), (3,)]),
+    "l1_loss(x, t)": _loss_difference("l1_loss", np.abs, [(2, 3), (2, 3)]),
+    "huber_loss(x, t)": _loss_difference(
+        "huber_loss",
+        lambda d: np.where(np.abs(d) < 1, 0.5 * d * d, np.abs(d) - 0.5),
+        [(3, 2), (2,)],
+    ),
+    "binary_cross_entropy(p, t)": _loss_bce,
+    "binary_cross_entropy_with_logits(x, t)": _loss_bce_logits,
+    "cross_entropy(x, class indices)": _loss_classes("cross_entropy", (4, 3)),
+    "cross_entropy(x, probabilities)": _loss_probs,
+    "nll_loss(logp, class indices)": _loss_classes("nll_loss", (4, 3)),
+}
+
+
+@pytest.mark.parametrize("case", list(LOSSES))
+def test_losses(case):
+    f, arrays, wrt, expected = LOSSES[case](rng_for("losses", case))
+    out = check_grads(f, *arrays, wrt=wrt, name=case)
+    assert_value(out, expected, case)

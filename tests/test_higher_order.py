@@ -307,6 +307,11 @@ UNARY = {
     "relu": away0(),
     "softplus": real(-4.0, 4.0),
     "silu": real(-4.0, 4.0),
+    "erf": real(-3.0, 3.0),
+    "gelu": real(-4.0, 4.0),
+    "leaky_relu": away0(),
+    "elu": away0(),
+    "softsign": away0(),  # (its second derivative jumps at 0)
     "floor": avoiding(INTEGERS, lo=-2.5, hi=2.5),
     "ceil": avoiding(INTEGERS, lo=-2.5, hi=2.5),
     "round": avoiding(HALF_INTEGERS, lo=-2.5, hi=2.5),
@@ -353,6 +358,7 @@ BINARY = {
     "maximum": (lambda a, b: fn("maximum")(a, b), joint_distinct),
     "minimum": (lambda a, b: fn("minimum")(a, b), joint_distinct),
     "arctan2": (lambda a, b: fn("arctan2")(a, b), independent(away0(), away0())),
+    "logaddexp": (lambda a, b: fn("logaddexp")(a, b), independent(real(), real())),
 }
 SHAPE_PAIRS = [
     ((), ()),
@@ -523,6 +529,16 @@ SHAPE_FUNCS = {
         lambda a, b: fn("stack")([a, fn("sin")(b)], axis=1),
         [(3,), (3,)],
     ),
+    "cumsum(2x3, axis=1)": (lambda t: fn("cumsum")(t, axis=1), [(2, 3)]),
+    "cumsum(2x2)": (lambda t: fn("cumsum")(t), [(2, 2)]),
+    "cumprod(3x2, axis=0)": (lambda t: fn("cumprod")(t, 0), [(3, 2)]),
+    "cumprod(2x3, axis=-1)": (lambda t: fn("cumprod")(t, axis=-1), [(2, 3)]),
+    "cumprod(x * [1, 0, 1, 0]) (zeros)": (
+        lambda t: fn("cumprod")(t * E.tensor([1.0, 0.0, 1.0, 0.0])) * t,
+        [(4,)],
+    ),
+    "tril(3x3, k=-1)": (lambda t: fn("tril")(t, k=-1), [(3, 3)]),
+    "triu(2x2x3)": (lambda t: fn("triu")(t), [(2, 2, 3)]),
 }
 
 
@@ -622,6 +638,40 @@ LINALG = {
         [(2, 2, 2), (2, 2, 1)],
         well_conditioned,
     ),
+    "einsum(ij,jk->ik)": (lambda a, b: fn("einsum")("ij,jk->ik", a, b), [(2, 3), (3, 2)], real()),
+    "einsum(ii->i)": (lambda a: fn("einsum")("ii->i", a), [(3, 3)], real()),
+    "einsum(ii->)": (lambda a: fn("einsum")("ii->", a @ a), [(3, 3)], real()),
+    "einsum(i,j->ij)": (lambda a, b: fn("einsum")("i,j->ij", a, b), [(3,), (2,)], real()),
+    "einsum(bij,bjk->bik)": (
+        lambda a, b: fn("einsum")("bij,bjk->bik", a, b),
+        [(2, 2, 3), (2, 3, 2)],
+        real(),
+    ),
+    "einsum(...ij,jk, size-1 j)": (
+        lambda a, b: fn("einsum")("...ij,jk->...ik", a, b),
+        [(2, 2, 1), (3, 2)],
+        real(),
+    ),
+    "einsum(ij,jk,kl->il)": (
+        lambda a, b: fn("einsum")("ij,jk,kl->il", a, b, a),
+        [(2, 3), (3, 2)],
+        real(),
+    ),
+    "slogdet(3x3)": (lambda a: fn("slogdet")(a).logabsdet, [(3, 3)], well_conditioned),
+    "slogdet(batched 2x2x2)": (lambda a: fn("slogdet")(a)[1], [(2, 2, 2)], well_conditioned),
+    "cholesky(sym 3x3)": (
+        lambda a: fn("cholesky")((a + a.T) * 0.5),
+        [(3, 3)],
+        well_conditioned,
+    ),
+    "cholesky(sym batched 2x2x2)": (
+        lambda a: fn("cholesky")((a + fn("swapaxes")(a, -1, -2)) * 0.5),
+        [(2, 2, 2)],
+        well_conditioned,
+    ),
+    "pinv(3x3)": (lambda a: fn("pinv")(a), [(3, 3)], well_conditioned),
+    "pinv(2x3)": (lambda a: fn("pinv")(a), [(2, 3)], real()),
+    "pinv(3x2)": (lambda a: fn("pinv")(a), [(3, 2)], real()),
 }
 
 
@@ -695,6 +745,19 @@ LANGUAGE_CASES = {
     "relu": ("sum(relu(x) ** 3)", X3),
     "softplus": ("sum(softplus(x))", X3),
     "silu": ("sum(silu(x))", X3),
+    "erf": ("sum(erf(x))", X3),
+    "gelu": ('sum(gelu(x) + gelu(x, approximate="tanh"))', X3),
+    "leaky_relu": ("sum(leaky_relu(x, negative_slope=0.2) ** 3)", X3),
+    "elu": ("sum(elu(x, alpha=1.5) + elu(x) ** 3)", X3),
+    "softsign": ("sum(softsign(x))", X3),
+    "logaddexp": ("sum(logaddexp(x, y))", {"x": [0.6, -1.3, 1.1], "y": [0.2, -0.4, 1.7]}),
+    "cumsum": ("sum(cumsum(x) ** 3) + sum(cumsum(y, axis=0) ** 2)", {**X3, "y": [[0.6, -1.3]] * 2}),
+    "cumprod": (
+        "sum(cumprod(x) * [1, 2, 3]) + sum(cumprod(y, axis=1) * x)",
+        {**X3, "y": [[0.5, 0.0, 2.0], [1.5, -1.0, 0.0]]},
+    ),
+    "tril": ("sum(tril(A, k=-1) ** 3) + sum(tril(A) * A)", {"A": M["A"]}),
+    "triu": ("sum(triu(A, 1) ** 3) + sum(triu(A) * A)", {"A": M["A"]}),
     "floor": ("sum(floor(x) * x ** 2)", X3),
     "ceil": ("sum(ceil(x) * x ** 2)", X3),
     "round": ("sum(round(x) * x ** 2)", X3),
@@ -761,6 +824,41 @@ LANGUAGE_CASES = {
     "det": ("det(A)", {"A": M["A"]}),
     "inv": ("sum(inv(A))", {"A": M["A"]}),
     "solve": ("sum(solve(A, b))", M),
+    "einsum": (
+        'sum(einsum("ij,jk->ik", A, A) ** 2) + einsum("ii", A) ** 3 + sum(einsum("ii->i", A) ** 3)'
+        " + sum(einsum('i,j,i->j', b, b, b) ** 2)",
+        M,
+    ),
+    "slogdet": ("slogdet(A)[1] + sum(slogdet(-A))", {"A": M["A"]}),
+    "cholesky": ("sum(cholesky(A @ A.T) ** 2)", {"A": M["A"]}),
+    "pinv": ("sum(pinv(A) ** 2) + sum(pinv(A[:2]) ** 2)", {"A": M["A"]}),
+    "mse_loss": (
+        "mse_loss(x, y) + sum(mse_loss(x, y * x, reduction='none'))",
+        {**X3, "y": UNIT["x"]},
+    ),
+    "l1_loss": ("l1_loss(x ** 3, y) + l1_loss(x, 1, reduction='sum') ** 2", {**X3, "y": UNIT["x"]}),
+    "huber_loss": (
+        "huber_loss(x ** 3, y, delta=0.5) + huber_loss(x, y, 'sum', 0.8) ** 2",
+        {**X3, "y": UNIT["x"]},
+    ),
+    "binary_cross_entropy": (
+        "binary_cross_entropy(sigmoid(x), y, weight=[1, 2, 0.5]) + "
+        "binary_cross_entropy(y, sigmoid(x * y), reduction='sum')",
+        {"x": [0.6, -1.3, 1.1], "y": [0.2, 0.7, 0.45]},
+    ),
+    "binary_cross_entropy_with_logits": (
+        "binary_cross_entropy_with_logits(x * y, y, pos_weight=[2, 1, 0.5], reduction='sum')",
+        {"x": [0.6, -1.3, 1.1], "y": [0.2, 0.7, 0.45]},
+    ),
+    "cross_entropy": (
+        "cross_entropy(x, [1, 0, -100], weight=[1, 2], label_smoothing=0.1) + "
+        "cross_entropy(x * y, softmax(y), reduction='sum')",
+        {"x": [[0.6, -1.3], [1.1, 0.2], [0.5, -0.7]], "y": [[0.2, 0.7], [0.45, -1.0], [0.3, 1.2]]},
+    ),
+    "nll_loss": (
+        "nll_loss(log_softmax(x * y, axis=1), [1, 0, 1], reduction='sum') ** 2",
+        {"x": [[0.6, -1.3], [1.1, 0.2], [0.5, -0.7]], "y": [[0.2, 0.7], [0.45, -1.0], [0.3, 1.2]]},
+    ),
 }
 CONSTRUCTORS = {"zeros", "ones", "full", "eye", "arange", "linspace", "rand", "randn"}
 
@@ -1371,7 +1469,10 @@ tanh arcsinh arccosh arctanh sigmoid relu softplus floor ceil round asin acos at
 atanh maximum minimum arctan2 atan2 pow clip where sum mean prod max min amax amin norm
 logsumexp var std softmax log_softmax reshape transpose flatten squeeze expand_dims concatenate
 concat stack flip matmul dot outer trace diag det inv solve zeros ones full eye arange linspace
-rand randn
+rand randn einsum slogdet cholesky pinv
+mse_loss l1_loss huber_loss binary_cross_entropy binary_cross_entropy_with_logits cross_entropy
+nll_loss
+erf gelu leaky_relu elu softsign logaddexp cumsum cumprod tril triu
 """.split()  # noqa: SIM905
 
 

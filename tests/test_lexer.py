@@ -61,6 +61,8 @@ def larks(text: str) -> tuple[list[Tok], Error]:
             toks.append((t.type, t.value, t.line, t.column, t.start_pos))
     except UnexpectedCharacters as e:
         message = f"unexpected character {e.char!r} at line {e.line}, column {e.column}"
+        if e.char in "\"'":  # a quote that opens no string: ours says so
+            message = f"the string at line {e.line}, column {e.column} is not closed"
         return toks, (message, e.line, e.column)
     return toks, None
 
@@ -71,6 +73,7 @@ PIECES = [
     *["+", "-", "*", "**", "^", "/", "@", "<", "<=", "==", "!=", "=", ",", ":", ";"],
     *["(", ")", "[", "]", " ", "\t", "\x0c", "\r", "\n", "\r\n", "# note", "#"],
     *["?", "$", "'", "\x00", "\xa0", "\u2028", "\x85"],
+    *['"', "'ij,j->i'", '"a b"', '""'],
 ]
 TEXTS = st.one_of(
     st.lists(st.sampled_from(PIECES), max_size=40).map("".join),

@@ -987,3 +987,18 @@ def test_a_float32_leaf_used_with_float64_keeps_a_float32_grad() -> None:
     (x * y).sum().backward()
     assert x.grad.dtype == np.float32 and y.grad.dtype == np.float64
     assert x.grad.tolist() == [3.0, 4.0] and y.grad.tolist() == [1.0, 2.0]
+
+
+def test_grad_of_an_unused_input_raises_unless_allowed_as_torch() -> None:
+    x = gradcli.tensor([1.0, 2.0], requires_grad=True)
+    y = gradcli.tensor([3.0], requires_grad=True)
+    out = (x * x).sum()
+    with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+        gradcli.autograd.grad(out, [x, y], retain_graph=True)
+    gx, gy = gradcli.autograd.grad(out, [x, y], retain_graph=True, allow_unused=True)
+    assert gy is None
+    np.testing.assert_array_equal(gx.numpy(), [2.0, 4.0])
+    gx, gy = gradcli.autograd.grad(out, [x, y], retain_graph=True, materialize_grads=True)
+    np.testing.assert_array_equal(gy.numpy(), [0.0])
+    with pytest.raises(ValueError, match="allow_unused to be True or not passed"):
+        gradcli.autograd.grad(out, [x, y], allow_unused=False, materialize_grads=True)

@@ -81,6 +81,12 @@ class TorchNS:
     relu = staticmethod(torch.relu)
     softplus = staticmethod(torch.nn.functional.softplus)
     silu = staticmethod(torch.nn.functional.silu)
+    erf = staticmethod(torch.erf)
+    gelu = staticmethod(torch.nn.functional.gelu)
+    leaky_relu = staticmethod(torch.nn.functional.leaky_relu)
+    elu = staticmethod(torch.nn.functional.elu)
+    softsign = staticmethod(torch.nn.functional.softsign)
+    logaddexp = staticmethod(torch.logaddexp)
     floor = staticmethod(torch.floor)
     ceil = staticmethod(torch.ceil)
     round = staticmethod(torch.round)
@@ -96,6 +102,10 @@ class TorchNS:
     det = staticmethod(torch.linalg.det)
     inv = staticmethod(torch.linalg.inv)
     solve = staticmethod(torch.linalg.solve)
+    einsum = staticmethod(torch.einsum)
+    slogdet = staticmethod(torch.linalg.slogdet)
+    cholesky = staticmethod(torch.linalg.cholesky)
+    pinv = staticmethod(torch.linalg.pinv)
     reshape = staticmethod(torch.reshape)
 
     @staticmethod
@@ -166,6 +176,22 @@ class TorchNS:
         return torch.log_softmax(x, dim=axis)
 
     @staticmethod
+    def cumsum(x: Any, axis: Any = None) -> Any:  # None: the flattened elements, as NumPy
+        return torch.cumsum(x.reshape(-1), 0) if axis is None else torch.cumsum(x, dim=axis)
+
+    @staticmethod
+    def cumprod(x: Any, axis: Any = None) -> Any:
+        return torch.cumprod(x.reshape(-1), 0) if axis is None else torch.cumprod(x, dim=axis)
+
+    @staticmethod
+    def tril(x: Any, k: int = 0) -> Any:
+        return torch.tril(x, diagonal=k)
+
+    @staticmethod
+    def triu(x: Any, k: int = 0) -> Any:
+        return torch.triu(x, diagonal=k)
+
+    @staticmethod
     def transpose(x: Any, axes: Any = None) -> Any:
         return x.permute(*(reversed(range(x.dim())) if axes is None else axes))
 
@@ -189,6 +215,39 @@ class TorchNS:
     @staticmethod
     def squeeze(x: Any, axis: int) -> Any:
         return torch.squeeze(x, dim=axis)
+
+    @staticmethod
+    def tensor(a: Any) -> Any:
+        return torch.tensor(a, dtype=F64)
+
+    # losses: broadcast first, as torch.nn.functional does after its warning
+    @staticmethod
+    def mse_loss(x: Any, y: Any, reduction: str = "mean") -> Any:
+        return torch.nn.functional.mse_loss(*torch.broadcast_tensors(x, y), reduction=reduction)
+
+    @staticmethod
+    def l1_loss(x: Any, y: Any, reduction: str = "mean") -> Any:
+        return torch.nn.functional.l1_loss(*torch.broadcast_tensors(x, y), reduction=reduction)
+
+    @staticmethod
+    def huber_loss(x: Any, y: Any, reduction: str = "mean", delta: float = 1.0) -> Any:
+        x, y = torch.broadcast_tensors(x, y)
+        return torch.nn.functional.huber_loss(x, y, reduction=reduction, delta=delta)
+
+    binary_cross_entropy = staticmethod(torch.nn.functional.binary_cross_entropy)
+    binary_cross_entropy_with_logits = staticmethod(
+        torch.nn.functional.binary_cross_entropy_with_logits
+    )
+
+    @staticmethod
+    def cross_entropy(x: Any, t: Any, **kw: Any) -> Any:
+        """Class indices (a target not of the input's shape) as torch's int64."""
+        t = t if t.shape == x.shape else t.long()
+        return torch.nn.functional.cross_entropy(x, t, **kw)
+
+    @staticmethod
+    def nll_loss(x: Any, t: Any, **kw: Any) -> Any:
+        return torch.nn.functional.nll_loss(x, t.long(), **kw)
 
 
 # --------------------------------------------------------------------------------------
@@ -254,6 +313,14 @@ unary("relu", lambda m, x: m.relu(x))
 # torch's softplus is linear above 20 (an approximation); compare below it.
 unary("softplus", lambda m, x: m.softplus(m.tanh(x) * 15.0))
 unary("silu", lambda m, x: m.silu(x * 3.0))
+unary("erf", lambda m, x: m.erf(x))
+unary("gelu", lambda m, x: m.gelu(x * 2.0))
+unary("gelu-tanh", lambda m, x: m.gelu(x * 2.0, approximate="tanh"))
+unary("leaky_relu", lambda m, x: m.leaky_relu(x, 0.2))
+unary("elu", lambda m, x: m.elu(x * 2.0, alpha=1.5))
+unary("softsign", lambda m, x: m.softsign(x * 2.0))
+unary("cumsum-flat", lambda m, x: m.cumsum(x))
+unary("cumprod-flat", lambda m, x: m.cumprod(m.tanh(x) + 1.2))
 unary("floor", lambda m, x: m.floor(x) + x)
 unary("ceil", lambda m, x: m.ceil(x) * x)
 unary("round", lambda m, x: m.round(x * 3.0) * x)
@@ -273,6 +340,7 @@ binary("pow", lambda m, x, y: m.pow(m.abs(x) + 0.5, m.tanh(y) * 2.0))
 binary("maximum", lambda m, x, y: m.maximum(x, y))
 binary("minimum", lambda m, x, y: m.minimum(x, y))
 binary("arctan2", lambda m, x, y: m.arctan2(x, y))
+binary("logaddexp", lambda m, x, y: m.logaddexp(x, y * 3.0))
 binary("where", lambda m, x, y: m.where(m.greater(x, y), x * 2.0, y))
 binary("clip-tensor", lambda m, x, y: m.clip(x, y - 0.5, y + 0.5))
 binary("compare", lambda m, x, y: m.less_equal(x, y) * x + y)
@@ -335,6 +403,13 @@ def along_axis(name: str, call: Callable[..., Any]) -> None:
 
 along_axis("softmax", lambda m, x, a: m.softmax(x, axis=a))
 along_axis("log_softmax", lambda m, x, a: m.log_softmax(x, axis=a))
+along_axis("cumsum", lambda m, x, a: m.cumsum(x, axis=a))
+along_axis("cumprod", lambda m, x, a: m.cumprod(x, axis=a))
+# exact zeros where x <= 0 (x - x.detach(): 0 with derivative 1), as many as half of them
+along_axis(
+    "cumprod-zeros",
+    lambda m, x, a: m.cumprod(m.where(m.greater(x, 0.0), x, x - x.detach()), axis=a),
+)
 along_axis("flip", lambda m, x, a: m.flip(x, axis=a))
 along_axis("concatenate-axis", lambda m, x, a: m.concatenate([x, x * x, m.sin(x)], axis=a))
 
@@ -444,6 +519,18 @@ def trace(rng: np.random.Generator, s: Shape) -> Case | None:
 
 
 @shape_fn(1)
+def tril(rng: np.random.Generator, s: Shape) -> Case | None:
+    k = int(rng.integers(-2, 3))
+    return (lambda m, x: m.tril(x, k)) if len(s) >= 2 else None
+
+
+@shape_fn(1)
+def triu(rng: np.random.Generator, s: Shape) -> Case | None:
+    k = int(rng.integers(-2, 3))
+    return (lambda m, x: m.triu(x, k)) if len(s) >= 2 else None
+
+
+@shape_fn(1)
 def diag(rng: np.random.Generator, s: Shape) -> Case | None:
     return (lambda m, x: m.diag(x)) if len(s) in (1, 2) else None
 
@@ -469,6 +556,204 @@ def solve(rng: np.random.Generator, s1: Shape, s2: Shape) -> Case | None:
     if len(s1) == 2 and len(s2) in (1, 2) and s2[0] == s1[0]:
         return lambda m, a, b: m.solve(_spd(m, a), b)
     return None
+
+
+@shape_fn(1)
+def einsum_one(rng: np.random.Generator, s: Shape) -> Case | None:
+    """One operand: a transpose, a sum over a subscript found once, a trace, a diagonal."""
+    forms = {
+        0: ["->", ""],
+        1: ["i->", "i->i", "i"],
+        2: ["ij->ji", "ij->i", "ij->j", "ij->", "ji", "...j->...", "i...->...i"],
+        3: ["bij->bji", "...ij->...j", "bij->", "...ij->ij", "b...->..."],
+    }.get(len(s), [])
+    if len(s) == 2 and s[0] == s[1]:
+        forms = [*forms, "ii->", "ii->i", "ii"]
+    if len(s) == 3 and s[1] == s[2]:
+        forms = [*forms, "bii->b", "bii->bi", "...ii->..."]
+    if not forms:
+        return None
+    subs = forms[rng.integers(len(forms))]
+    return lambda m, x: m.einsum(subs, x)
+
+
+@shape_fn(2)
+def einsum_two(rng: np.random.Generator, s1: Shape, s2: Shape) -> Case | None:
+    """Two operands: products, batched products, outer products, broadcasting."""
+    forms = []
+    if len(s1) == 1 and len(s2) == 1:
+        forms += ["i,j->ij", "i,j", "i,j->ji"]
+        if s2[0] in (1, s1[0]) or s1[0] == 1:
+            forms += ["i,i->", "i,i->i", "i,i"]
+    if len(s1) == 2 and len(s2) == 2 and s1[1] == s2[0]:
+        forms += ["ij,jk->ik", "ij,jk", "ij,jk->ki", "ij,jk->"]
+    if len(s1) >= 2 and len(s2) == 2 and s2[0] in (1, s1[-1]):
+        forms += ["...ij,jk->...ik", "...ij,jk->ik"]
+    if len(s1) == 3 and len(s2) == 3 and s1[0] == s2[0] and s1[2] == s2[1]:
+        forms += ["bij,bjk->bik"]
+    if len(s1) == 2 and len(s2) == 1 and s2[0] in (1, s1[1]):
+        forms += ["ij,j->i", "ij,j->ij"]
+    if len(s2) == 0:
+        forms += ["...,->..."]
+    if not forms:
+        return None
+    subs = forms[rng.integers(len(forms))]
+    return lambda m, x, y: m.einsum(subs, x, y)
+
+
+@shape_fn(1)
+def einsum_three(rng: np.random.Generator, s: Shape) -> Case | None:
+    """Three operands (a chain and a bilinear form), as one contraction."""
+    if len(s) != 2:
+        return None
+    return lambda m, x: m.einsum("ij,kj,kl->il", x, x, x) + m.einsum("i,ij,j->", x[:, 0], x, x[0])
+
+
+@shape_fn(1)
+def slogdet(rng: np.random.Generator, s: Shape) -> Case | None:
+    """log|det| (index 1 of the pair) of a positive and of a negated matrix, and the signs."""
+    if len(s) != 2:
+        return None
+    return lambda m, x: (
+        m.slogdet(_spd(m, x))[1] * 2.0
+        + m.slogdet(-_spd(m, x)).logabsdet * m.slogdet(-_spd(m, x))[0]
+    )
+
+
+@shape_fn(1)
+def cholesky(rng: np.random.Generator, s: Shape) -> Case | None:
+    return (lambda m, x: m.cholesky(_spd(m, x))) if len(s) == 2 else None
+
+
+@shape_fn(1)
+def pinv(rng: np.random.Generator, s: Shape) -> Case | None:
+    """Of a matrix of full rank whatever x is: [x x^T / n + I, the rest of x's columns]."""
+    if len(s) != 2:
+        return None
+
+    def case(m: Any, x: Any) -> Any:
+        wide = x.shape[0] <= x.shape[1]
+        a = x if wide else m.transpose(x)
+        r = a.shape[0]
+        full = m.concatenate([_spd(m, a), a[:, r:]], axis=1)
+        return m.pinv(full if wide else m.transpose(full))
+
+    return case
+
+
+# Losses (each with a reduction drawn here; targets of class indices drawn as constants)
+
+
+def _reduction(rng: np.random.Generator) -> str:
+    return ("mean", "sum", "none")[rng.integers(3)]
+
+
+def _broadcasting(s1: Shape, s2: Shape, case: Case) -> Case | None:
+    try:
+        np.broadcast_shapes(s1, s2)
+    except ValueError:
+        return None
+    return case
+
+
+@shape_fn(2)
+def mse_loss(rng: np.random.Generator, s1: Shape, s2: Shape) -> Case | None:
+    r = _reduction(rng)
+    return _broadcasting(s1, s2, lambda m, x, y: m.mse_loss(x, y, reduction=r))
+
+
+@shape_fn(2)
+def l1_loss(rng: np.random.Generator, s1: Shape, s2: Shape) -> Case | None:
+    r = _reduction(rng)
+    return _broadcasting(s1, s2, lambda m, x, y: m.l1_loss(x, y, reduction=r))
+
+
+@shape_fn(2)
+def huber_loss(rng: np.random.Generator, s1: Shape, s2: Shape) -> Case | None:
+    r, delta = _reduction(rng), float(rng.uniform(0.3, 2.0))
+    return _broadcasting(s1, s2, lambda m, x, y: m.huber_loss(x, y, reduction=r, delta=delta))
+
+
+@shape_fn(2)
+def binary_cross_entropy(rng: np.random.Generator, s1: Shape, s2: Shape) -> Case | None:
+    """Probabilities kept in [0.12, 0.88]: torch's second derivative adds 1e-12 to x and
+    1 - x (gradcli's is exact), which moves it by 1e-12 / x."""
+    if s1 != s2:
+        return None
+    r = _reduction(rng)
+    w = rng.uniform(0.5, 2.0, s1[-1:]) if rng.integers(2) else None
+
+    def case(m: Any, x: Any, y: Any) -> Any:
+        p = m.sigmoid(m.tanh(x) * 2.0)
+        weight = None if w is None else m.tensor(w)
+        return m.binary_cross_entropy(p, m.sigmoid(y), weight, reduction=r)
+
+    return case
+
+
+@shape_fn(2)
+def binary_cross_entropy_with_logits(rng: np.random.Generator, s1: Shape, s2: Shape) -> Case | None:
+    if s1 != s2:
+        return None
+    r = _reduction(rng)
+    w = rng.uniform(0.5, 2.0, s1[-1:]) if rng.integers(2) else None
+    pw = rng.uniform(0.2, 3.0, s1[-1:]) if rng.integers(2) else None
+
+    def case(m: Any, x: Any, y: Any) -> Any:
+        weight = None if w is None else m.tensor(w)
+        pos = None if pw is None else m.tensor(pw)
+        return m.binary_cross_entropy_with_logits(
+            x * 3.0, m.sigmoid(y), weight, reduction=r, pos_weight=pos
+        )
+
+    return case
+
+
+def _classes(rng: np.random.Generator, s: Shape, ignore: bool) -> tuple[int, np.ndarray]:
+    """The class axis of an input of shape ``s``, and class indices for it (one ignored)."""
+    axis = 0 if len(s) == 1 else 1
+    t = rng.integers(0, s[axis], s[:axis] + s[axis + 1 :]).astype(float)
+    if ignore and t.size > 1:
+        t.flat[int(rng.integers(t.size))] = -100.0
+    return axis, t
+
+
+@shape_fn(1)
+def cross_entropy(rng: np.random.Generator, s: Shape) -> Case | None:
+    if not s:
+        return None
+    axis, t = _classes(rng, s, bool(rng.integers(2)))
+    w = rng.uniform(0.5, 2.0, s[axis]) if rng.integers(2) else None
+    kw = {"reduction": _reduction(rng), "label_smoothing": float(rng.choice([0.0, 0.15]))}
+
+    def case(m: Any, x: Any) -> Any:
+        return m.cross_entropy(x, m.tensor(t), weight=None if w is None else m.tensor(w), **kw)
+
+    return case
+
+
+@shape_fn(2)
+def cross_entropy_probabilities(rng: np.random.Generator, s1: Shape, s2: Shape) -> Case | None:
+    if s1 != s2 or not s1:
+        return None
+    axis = 0 if len(s1) == 1 else 1
+    kw = {"reduction": _reduction(rng), "label_smoothing": float(rng.choice([0.0, 0.15]))}
+    return lambda m, x, y: m.cross_entropy(x, m.softmax(y, axis=axis), **kw)
+
+
+@shape_fn(1)
+def nll_loss(rng: np.random.Generator, s: Shape) -> Case | None:
+    if not s:
+        return None
+    axis, t = _classes(rng, s, bool(rng.integers(2)))
+    w = rng.uniform(0.5, 2.0, s[axis]) if rng.integers(2) else None
+    r = _reduction(rng)
+
+    def case(m: Any, x: Any) -> Any:
+        weight = None if w is None else m.tensor(w)
+        return m.nll_loss(m.log_softmax(x, axis=axis), m.tensor(t), weight=weight, reduction=r)
+
+    return case
 
 
 NAMES = [f.name for f in FNS]
@@ -756,6 +1041,9 @@ METHODS: dict[str, Case] = {
     "matmul-op": lambda x: x @ x.T,
     "rmatmul": lambda x: x.T @ x,
     "flip": lambda x: x.flip(0),
+    "cumsum-dim": lambda x: x.cumsum(dim=1) + x.cumprod(0),
+    "tril-triu": lambda x: x.tril(diagonal=1) + x.triu(-1),
+    "erf-logaddexp": lambda x: x.erf().logaddexp(x * 0.5),
     "getitem": lambda x: x[1:, ::2] * x[0, 1::2] + x[[0, 0, 2]].sum(),
     "arith": lambda x: (2 - x) * 3 / (x * x + 1) + x**2 - (-x),
 }

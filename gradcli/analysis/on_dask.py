@@ -282,7 +282,7 @@ def _hessian_passes(
     _check_passes(command, 2 + n + more, max_passes)
     rows: list[tuple[int, list[int | None]]] = []
     if out.requires_grad:
-        firsts = E.grad(out, wanted, create_graph=True)
+        firsts = E.grad(out, wanted, create_graph=True, allow_unused=True)
         flat = [E.flatten(g) if g is not None else None for g in firsts]
         offsets = np.cumsum([0, *sizes])
         for j, g in enumerate(flat):

@@ -26,9 +26,9 @@ _FUNCTIONS = (
     "transpose", "swapaxes", "flip", "expand_dims", "concatenate", "stack",
     "cumprod", "zeros", "ones", "zeros_like", "ones_like", "full", "eye", "arange",
     "linspace", "isfinite", "clip", "less", "less_equal", "greater", "greater_equal", "equal",
-    "not_equal", "argsort", "delete", "asarray", "empty",
+    "not_equal", "argsort", "delete", "asarray", "empty", "einsum",
 )  # fmt: skip
-_LINALG = ("det", "inv", "solve", "svd")
+_LINALG = ("det", "inv", "solve", "svd", "slogdet", "cholesky")
 #: read-only 0-d constants, by dtype and value (see NumpyBackend.constant)
 _CONSTANTS: dict[Any, dict[float, Any]] = {}
 _isfinite = math.isfinite

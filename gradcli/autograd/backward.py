@@ -31,6 +31,10 @@ _ndarray = np.ndarray
 #: gradients of at least this many elements are written into in place when they can be
 INPLACE_MIN = 1 << 14
 _NOT_WANTED = "element 0 of tensors does not require grad and does not have a grad_fn"
+_UNUSED = (
+    "One of the differentiated Tensors appears to not have been used in the graph. "
+    "Set allow_unused=True if this is the desired behavior."
+)
 #: an observer of one backward pass (``gradcli explain``, docs/explain.md): while it is set
 #: in this context (thread) and ``observer.watches(out)``, ``backward()`` takes
 #: :func:`run`'s walk and reports each step to it; None otherwise, read once per backward
@@ -111,19 +115,33 @@ def grad(
     grad_outputs: Any = None,
     retain_graph: bool | None = None,
     create_graph: bool = False,
-    allow_unused: bool = True,
+    allow_unused: bool | None = None,
+    materialize_grads: bool = False,
 ) -> tuple[Tensor | None, ...]:
-    """Gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``."""
+    """Gradients of ``outputs`` with respect to ``inputs``, without touching ``.grad``.
+
+    As torch's: an input the output does not depend on is an error unless
+    ``allow_unused`` (its gradient is then None, or zeros with ``materialize_grads``)."""
+    if materialize_grads and allow_unused is False:
+        raise ValueError(
+            "Expected allow_unused to be True or not passed when materialize_grads=True, "
+            "but got: allow_unused=False."
+        )
+    unused_ok = materialize_grads if allow_unused is None else allow_unused
     ins = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     g = _seed(outputs, grad_outputs, "grad: grad_outputs", create_graph)
     root = _root(outputs)
     retain = create_graph if retain_graph is None else bool(retain_graph)
     targets = [edge(t) for t in ins]
     found = run(root, g, create_graph, retain, targets, backend_of(outputs.data))
+    if not unused_ok and any(gi is None for gi in found):
+        raise RuntimeError(_UNUSED)
     result: list[Tensor | None] = []
     for t, gi in zip(ins, found, strict=True):
         if gi is None:
-            result.append(None)
+            result.append(
+                const(backend_of(t.data).zeros_like(t.data)) if materialize_grads else None
+            )
         elif create_graph:
             result.append(gi)
         else:

@@ -28,7 +28,7 @@ _SPELLED = {"abs": da.absolute}
 #: functions the rules call only on small index arrays, never on a tensor's data
 _NUMPY_ONLY = ("argsort",)
 #: linear algebra on chunked matrices: refused (docs/dask.md, "What is refused")
-_LINALG = ("det", "inv", "solve", "svd")
+_LINALG = ("det", "inv", "solve", "svd", "slogdet", "cholesky")
 
 #: the default chunk size, in bytes: with Dask's own default (128 MiB) W10 held 1.6 GB at
 #: a time (a few intermediates of a chunk per thread), with a quarter of it 0.55 GB, and

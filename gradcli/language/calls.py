@@ -165,6 +165,8 @@ class _Calls:
 
     def _convert(self, fn: Function, p: Param, value: Any) -> Any:
         what = f"{fn.name}: argument `{p.name}`"
+        if value is None and p.default is None:
+            return None  # `weight=none` where the signature shows it
         if p.kind == TENSOR:
             return self.tensor(value, what)
         if p.kind == TENSORS:
@@ -179,8 +181,6 @@ class _Calls:
                     else f"{what}: expected a string in quotes"
                 )
             return value
-        if value is None and p.default is None:
-            return None
         if p.kind == AXIS:
             if value is None:
                 return None
@@ -228,9 +228,12 @@ class _Calls:
                 context["rng"] = self._rng
             context["dtype"] = self.dtype
         try:
-            return fn.call(*positional, **context)
+            out = fn.call(*positional, **context)
         except np_linalg_error() as err:
             raise DomainError(f"{fn.name}: {err}") from None
+        if isinstance(out, tuple):  # several tensors (slogdet's sign, logabsdet): stacked
+            return E.stack(list(out))
+        return out
 
     def _bind(self, fn: Function, args: list[Any], tok: Any) -> dict[str, Any]:
         positional = [a for a in args if not isinstance(a, Keyword)]
@@ -242,7 +245,9 @@ class _Calls:
             if p.varargs:
                 rest = positional[i:]
                 i = len(positional)
-                if len(rest) == 1:
+                if p.kind == TENSOR and rest:  # operands (einsum's): a tuple of tensors
+                    bound[p.name] = tuple(self._convert(fn, p, r) for r in rest)
+                elif len(rest) == 1:
                     bound[p.name] = self._convert(fn, p, rest[0])
                 elif rest:
                     bound[p.name] = tuple(v for r in rest for v in self._convert(fn, p, r))

@@ -11,6 +11,9 @@ from typing import Any
 #: the names torch.nn.functional has and the engine registers
 NAMES = (
     "relu", "sigmoid", "tanh", "softplus", "silu", "softmax", "log_softmax",
+    "gelu", "leaky_relu", "elu", "softsign",
+    "mse_loss", "l1_loss", "huber_loss", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "cross_entropy", "nll_loss",
 )  # fmt: skip
 
 

@@ -1,5 +1,9 @@
 """The primitives, grouped by family. Importing this package registers every one of them."""
 
-from . import elementwise, reduce, shape, indexing, linalg  # noqa: I001  (the order of `gradcli functions`)
+# (in the order of `gradcli functions`)
+from . import elementwise, activations, reduce, shape, cumulative, indexing, linalg, einsum, losses  # noqa: I001
 
-__all__ = ["elementwise", "indexing", "linalg", "reduce", "shape"]
+__all__ = [
+    "activations", "cumulative", "einsum", "elementwise", "indexing", "linalg", "losses",
+    "reduce", "shape",
+]  # fmt: skip

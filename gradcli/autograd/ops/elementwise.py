@@ -117,7 +117,9 @@ arctanh = unary("arctanh", "arctanh", divisor=lambda xp, ans, ctx, x: 1.0 - x * 
 sigmoid = unary("sigmoid", _sigmoid, factor=lambda xp, ans, ctx: ans * (1.0 - ans),
                 saves=("ans",), doc="g s (1 - s), s = sigmoid(x)",
                 summary="1 / (1 + exp(-x)), stable for large |x|")
-relu = unary("relu", lambda xp, x: xp.maximum(x, 0), factor=lambda xp, ans, ctx, x: x > 0,
+# torch's threshold_backward selects (x > 0 ? g : 0): a nan or inf g where x <= 0 gives 0
+relu = unary("relu", lambda xp, x: xp.maximum(x, 0),
+             vjp=lambda xp, g, ans, ctx, x: xp.where(x > 0, g, 0.0),
              saves=("x",), doc="g where x > 0, else 0  (0 at x = 0)", summary="max(x, 0)")
 softplus = unary("softplus", _softplus, factor=lambda xp, ans, ctx, x: xp.sigmoid(x),
                  saves=("x",), doc="g sigmoid(x)",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
-from ...errors import ShapeError
+from ...errors import InvalidValueError, ShapeError
 from ..backend import NUMPY, backend_call, backend_of, on_data
 from ..registry import Axis, Primitive, Shape, Tensors, primitive, public
 from ..shapes import is_int, normalize_axis
@@ -237,6 +237,60 @@ def flip(prim: Primitive, x: Tensor, axis: Axis = None) -> Tensor:
     axes = normalize_axis(axis, x.data.ndim, "flip")
     redo = backend_call("flip", axis=axes)
     return record(redo(x.data), prim, (x,), ctx=axes, redo=redo)
+
+
+# ---- triangles of the last two axes: the rule is the same mask (ctx: k) ------------------
+
+
+def _triangle(lower: bool) -> Any:
+    def forward(xp: Any, x: Any, k: int) -> Any:
+        n, m = x.shape[-2], x.shape[-1]
+        # column - row: 0 on the main diagonal, k on the k-th (above it for k > 0)
+        offset = xp.reshape(xp.arange(m), (1, m)) - xp.reshape(xp.arange(n), (n, 1))
+        return xp.where(offset <= k if lower else offset >= k, x, 0.0)
+
+    return forward
+
+
+TRIL = primitive("tril", _triangle(True), lambda xp, g, ans, ctx: xp.tril(g, ctx), saves=(),
+                 doc="tril(g, k)")  # fmt: skip
+TRIU = primitive("triu", _triangle(False), lambda xp, g, ans, ctx: xp.triu(g, ctx), saves=(),
+                 doc="triu(g, k)")  # fmt: skip
+
+
+def _triangle_of(prim: Primitive, x: Any, k: Any, torch_spelling: dict[str, Any]) -> Tensor:
+    """``prim`` of ``x`` with diagonal ``k``; ``diagonal=`` (torch's keyword) is ``k``."""
+    if torch_spelling:
+        unknown = sorted(set(torch_spelling) - {"diagonal"})
+        if unknown:
+            raise TypeError(f"{prim.name}() got an unexpected keyword argument {unknown[0]!r}")
+        if k != 0:
+            raise TypeError(f"{prim.name}() got the diagonal twice: give k or diagonal")
+        k = torch_spelling["diagonal"]
+    x = lift(x)
+    if x.data.ndim < 2:
+        raise ShapeError(
+            f"{prim.name}: needs at least 2 dimensions (a matrix, or a batch of them), "
+            f"got shape {x.data.shape}"
+        )
+    if not is_int(k):
+        raise InvalidValueError(f"{prim.name}: k must be a whole number, not {k!r}")
+    redo = on_data(prim.fwd, k=int(k))
+    return record(redo(x.data), prim, (x,), ctx=int(k), redo=redo)
+
+
+@public(TRIL, "lower triangle of the last two axes: zero above diagonal k")
+def tril(prim: Primitive, x: Tensor, k: int = 0, **diagonal: int) -> Tensor:
+    """The elements on and below the ``k``-th diagonal of the last two axes (above it for
+    ``k > 0``, below for ``k < 0``); the others 0. torch's ``diagonal=`` is ``k``."""
+    return _triangle_of(prim, x, k, diagonal)
+
+
+@public(TRIU, "upper triangle of the last two axes: zero below diagonal k")
+def triu(prim: Primitive, x: Tensor, k: int = 0, **diagonal: int) -> Tensor:
+    """The elements on and above the ``k``-th diagonal of the last two axes; the others 0.
+    torch's ``diagonal=`` is ``k``."""
+    return _triangle_of(prim, x, k, diagonal)
 
 
 def _reshape_method(self: Tensor, *shape: Any) -> Tensor:
