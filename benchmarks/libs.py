@@ -9,14 +9,22 @@ GRADCLI = "gradcli"
 NUMPY = "numpy"
 TORCH = "torch"
 AUTOGRAD = "autograd"
+# second rows of one library on one workload (W12: the Jacobian in reverse mode, beside
+# forward mode in the library's own row)
+GRADCLI_REV = "gradcli-reverse"
+TORCH_REV = "torch-reverse"
 
 IN_PROCESS_LIBS = (GRADCLI, NUMPY, TORCH, AUTOGRAD)
+#: the in-process rows, the second rows included (the memory rows are IN_PROCESS_LIBS')
+IN_PROCESS_ROWS = (GRADCLI, GRADCLI_REV, NUMPY, TORCH, TORCH_REV, AUTOGRAD)
 
 DISPLAY = {
     GRADCLI: "gradcli",
     NUMPY: "NumPy by hand",
     TORCH: "PyTorch",
     AUTOGRAD: "HIPS autograd",
+    GRADCLI_REV: "gradcli, reverse mode",
+    TORCH_REV: "PyTorch, reverse mode",
 }
 
 # What ``import LIB`` means for the memory baseline and for the availability check.
@@ -25,6 +33,8 @@ IMPORTS = {
     NUMPY: ("numpy",),
     TORCH: ("numpy", "torch"),
     AUTOGRAD: ("numpy", "autograd", "autograd.numpy"),
+    GRADCLI_REV: ("numpy", "gradcli", "gradcli.autograd"),
+    TORCH_REV: ("numpy", "torch"),
 }
 
 

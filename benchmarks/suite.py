@@ -67,8 +67,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="python -m benchmarks",
         description="gradcli side by side with NumPy by hand, PyTorch and HIPS autograd "
-        "(issue 6's workloads W1-W7 and issue 14's W3c, W8, W9, and their targets), and "
-        "batch --jobs 2 against one process (W11).",
+        "(issue 6's workloads W1-W7 and issue 14's W3c, W8, W9, and their targets), "
+        "batch --jobs 2 against one process (W11), and a tall Jacobian in forward and "
+        "reverse mode (W12, issue 17).",
     )
     p.add_argument("--quick", action="store_true", help="tiny sizes, few repetitions (smoke)")
     p.add_argument(
@@ -189,7 +190,7 @@ def _run_in(
     from rich.console import Console
 
     from . import envinfo, procs, workloads
-    from .libs import DISPLAY, IN_PROCESS_LIBS, TORCH, missing
+    from .libs import DISPLAY, IN_PROCESS_LIBS, IN_PROCESS_ROWS, TORCH, missing
     from .report import Results, Row, print_header, print_summary, print_table
 
     plan = _plan(args)
@@ -258,7 +259,7 @@ def _run_in(
     for wid in (w for w in IN_PROCESS_IDS if w in ids):
         reference = workloads.build("numpy", wid, sizes)()
         fns = {}
-        libs = [lib for lib in IN_PROCESS_LIBS if workloads.has(lib, wid)]
+        libs = [lib for lib in IN_PROCESS_ROWS if workloads.has(lib, wid)]
         labels = {lib: workloads.label(lib, wid, DISPLAY[lib]) for lib in libs}
         shorts = {lib: workloads.short(lib, wid) for lib in libs}
         for lib in libs:

@@ -1,4 +1,4 @@
-"""The workloads and the targets of issues 6 and 14, as data."""
+"""The workloads and the targets of issues 6, 14, 15 and 17, as data."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from dataclasses import dataclass
 # an extra report-only row beside W7 (with respect to W and x, what `gradcli hessian` does).
 # W3c (the W3a program through gradcli.compile), W8 (optimize) and W9 (check) are issue 14's;
 # W10 (a program over files larger than NumPy should hold, gradients to disk) and W11
-# (`batch --jobs 2` against one process) are issue 15's.
+# (`batch --jobs 2` against one process) are issue 15's; W12 (a tall Jacobian in forward
+# and reverse mode, report only) is issue 17's.
 ALL_IDS = (
     "W1", "W2", "W3a", "W3b", "W3c", "W4", "W5", "W5b", "W6", "W7", "W7x", "W8", "W9", "W10",
-    "W10z", "W11",
+    "W10z", "W11", "W12",
 )  # fmt: skip
-IN_PROCESS_IDS = ("W1", "W2", "W3a", "W3b", "W3c", "W4", "W7", "W7x", "W8", "W9")
+IN_PROCESS_IDS = ("W1", "W2", "W3a", "W3b", "W3c", "W4", "W7", "W7x", "W8", "W9", "W12")
 MEMORY_IDS = ("W3a", "W3b")
 
 TIME = "time"

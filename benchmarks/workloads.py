@@ -1,4 +1,4 @@
-"""The in-process workloads W1-W4, W7, W8 and W9, written once per library.
+"""The in-process workloads W1-W4, W7, W8, W9 and W12, written once per library.
 
 ``build(lib, wid, sizes)`` returns a function of no arguments that does the whole workload
 once (make the leaves, forward, backward, read the gradients as NumPy arrays) and returns
@@ -9,7 +9,9 @@ leaves are made on every call, so no gradient is accumulated across calls.
 
 W3c is W3a's program through ``gradcli.compile``, beside W3a's NumPy and torch functions.
 W8 (``optimize``) returns the losses, the final parameters and their gradients; W9
-(``check``) returns the verdict of the gradient check (1.0: passed). Not every library has
+(``check``) returns the verdict of the gradient check (1.0: passed). W12 (a tall Jacobian)
+returns the output and the Jacobian; gradcli and torch have a second row there, reverse
+mode beside forward mode (``gradcli-reverse``, ``torch-reverse``). Not every library has
 every workload (:func:`has`).
 """
 
@@ -21,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from .libs import AUTOGRAD, GRADCLI, NUMPY, TORCH
+from .libs import AUTOGRAD, GRADCLI, GRADCLI_REV, NUMPY, TORCH, TORCH_REV
 
 Fn = Callable[[], tuple[Any, ...]]
 
@@ -36,10 +38,14 @@ class Sizes:
     w8_n: int = 64  # W is n×n, x and b n elements
     w8_steps: int = 1000  # Adam steps in one timed call (the time is reported per step)
     w9_n: int = 32  # W is n×n, x n elements
+    w12: tuple[int, int] = (10_000, 4)  # W12: A is m×n, x n elements, the output m
 
 
 FULL = Sizes()
-QUICK = Sizes(w2_ops=100, w2_n=4, w3_n=10**4, w4=(16, 16, 4), w7_n=4, w8_n=4, w8_steps=10, w9_n=4)
+QUICK = Sizes(
+    w2_ops=100, w2_n=4, w3_n=10**4, w4=(16, 16, 4), w7_n=4, w8_n=4, w8_steps=10, w9_n=4,
+    w12=(200, 4),
+)  # fmt: skip
 
 # W8: gradcli's default learning rate (`gradcli optimize --lr`, gradcli.analysis.optimize),
 # Adam's other settings the defaults of both gradcli.optim.Adam and torch.optim.Adam
@@ -50,6 +56,8 @@ ADAM_EPS = 1e-8
 # W9: the defaults of `gradcli check` (gradcli.analysis.check), given to gradcheck as well
 W9_EXPR = "sum(tanh(W @ x))"
 W9_EPS, W9_RTOL, W9_ATOL = 1e-6, 1e-5, 1e-8
+# W12: a tall Jacobian (few inputs, many outputs), with respect to x only
+W12_EXPR = "tanh(A @ x)"
 
 DESCRIPTIONS = {
     "W1": "a*b+b, 2 elements: leaves, fwd + bwd of sum (per call)",
@@ -64,6 +72,9 @@ DESCRIPTIONS = {
     "wrt all: Adam, lr 0.01, {w8_steps} steps a call (per step)",
     "W9": "check sum(tanh(W@x)), W {w9_n}×{w9_n}, x {w9_n} elements: the whole gradient "
     "check, {w9_passes} forward passes of central differences",
+    "W12": "the Jacobian of tanh(A @ x) wrt x, A {w12[0]}×{w12[1]}: x of {w12[1]} elements, "
+    "an output of {w12[0]} (tall): forward mode (a pass per input element) and reverse mode "
+    "(a pass per output element); report only",
 }
 
 # The library column, where a workload's row is more than the library's name.
@@ -75,6 +86,11 @@ LABELS = {
     ("W9", GRADCLI): "gradcli.analysis.check",
     ("W9", NUMPY): "NumPy by hand: analytic vs central differences",
     ("W9", TORCH): "torch.autograd.gradcheck",
+    ("W12", GRADCLI): "gradcli.analysis.jacobian(mode='forward')",
+    ("W12", GRADCLI_REV): "gradcli.analysis.jacobian(mode='reverse')",
+    ("W12", NUMPY): "NumPy by hand: (1 - tanh²) A",
+    ("W12", TORCH): "torch.func.jacfwd",
+    ("W12", TORCH_REV): "torch.func.jacrev",
 }
 # ... and in the summary's lines, where that is long
 SHORT = {("W8", TORCH): "the torch loop", ("W9", TORCH): "gradcheck"}
@@ -136,6 +152,9 @@ def make_inputs(wid: str, sizes: Sizes) -> dict[str, np.ndarray]:
     if wid == "W9":
         n = sizes.w9_n
         return {"W": rng.standard_normal((n, n)) / np.sqrt(n), "x": rng.standard_normal(n)}
+    if wid == "W12":
+        m, n = sizes.w12
+        return {"A": rng.standard_normal((m, n)) / np.sqrt(n), "x": rng.standard_normal(n)}
     raise KeyError(wid)
 
 
@@ -297,6 +316,21 @@ def _gradcli_w9(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
         return (float(c.ok),)
 
     return fn
+
+
+def _gradcli_w12(mode: str) -> Callable[[dict[str, np.ndarray], Sizes], Fn]:
+    def make(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
+        from gradcli.analysis import jacobian
+
+        values = dict(inp)
+
+        def fn() -> tuple[Any, ...]:
+            j = jacobian(W12_EXPR, values, wrt=["x"], mode=mode)
+            return j.value, j.jacobian["x"]
+
+        return fn
+
+    return make
 
 
 # --------------------------------------------------------------------------------------
@@ -473,6 +507,16 @@ def _numpy_w9(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
     return fn
 
 
+def _numpy_w12(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
+    A, x = inp["A"], inp["x"]
+
+    def fn() -> tuple[Any, ...]:
+        t = np.tanh(A @ x)
+        return t, (1.0 - t * t)[:, None] * A
+
+    return fn
+
+
 # --------------------------------------------------------------------------------------
 # PyTorch (float64, CPU)
 # --------------------------------------------------------------------------------------
@@ -642,6 +686,26 @@ def _torch_w9(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
     return fn
 
 
+def _torch_w12(transform: str) -> Callable[[dict[str, np.ndarray], Sizes], Fn]:
+    def make(inp: dict[str, np.ndarray], sizes: Sizes) -> Fn:
+        import torch
+        import torch.func
+
+        A, x = torch.from_numpy(inp["A"]), torch.from_numpy(inp["x"])
+
+        def f(x: Any) -> Any:
+            return torch.tanh(A @ x)
+
+        jac = getattr(torch.func, transform)(f)
+
+        def fn() -> tuple[Any, ...]:
+            return f(x).numpy(), jac(x).numpy()
+
+        return fn
+
+    return make
+
+
 # --------------------------------------------------------------------------------------
 # HIPS autograd
 # --------------------------------------------------------------------------------------
@@ -762,7 +826,9 @@ _BUILDERS: dict[str, dict[str, Callable[[dict[str, np.ndarray], Sizes], Fn]]] = 
         "W7x": _gradcli_w7(["x"]),
         "W8": _gradcli_w8,
         "W9": _gradcli_w9,
+        "W12": _gradcli_w12("forward"),
     },
+    GRADCLI_REV: {"W12": _gradcli_w12("reverse")},
     NUMPY: {
         "W1": _numpy_w1,
         "W2": _numpy_w2,
@@ -774,6 +840,7 @@ _BUILDERS: dict[str, dict[str, Callable[[dict[str, np.ndarray], Sizes], Fn]]] = 
         "W7x": _numpy_w7x,
         "W8": _numpy_w8,
         "W9": _numpy_w9,
+        "W12": _numpy_w12,
     },
     TORCH: {
         "W1": _torch_w1,
@@ -786,7 +853,9 @@ _BUILDERS: dict[str, dict[str, Callable[[dict[str, np.ndarray], Sizes], Fn]]] = 
         "W7x": _torch_w7x,
         "W8": _torch_w8,
         "W9": _torch_w9,
+        "W12": _torch_w12("jacfwd"),
     },
+    TORCH_REV: {"W12": _torch_w12("jacrev")},
     AUTOGRAD: {
         "W1": _autograd_w1,
         "W2": _autograd_w2,

@@ -22,12 +22,13 @@ from typing import Any
 __version__ = "0.1.0"
 
 _FROM_API = ("Result", "evaluate")
+_FROM_ANALYSIS = ("hvp", "jvp")  # forward mode and Hessian-vector products of a program
 _FROM_COMPILED = ("Compiled", "Plans", "compile")
 _FROM_ERRORS = (
     "DomainError", "GradcliError", "InputError", "InvalidValueError", "LimitError",
     "NamingError", "ParseError", "ShapeError",
 )  # fmt: skip
-_MODULES = ("analysis", "autograd", "linalg", "nn", "optim")
+_MODULES = ("analysis", "autograd", "func", "linalg", "nn", "optim")
 
 
 def _engine_names() -> list[str]:
@@ -38,6 +39,8 @@ def _engine_names() -> list[str]:
 def __getattr__(name: str) -> Any:
     if name in _FROM_API:
         value = getattr(importlib.import_module(".api", __name__), name)
+    elif name in _FROM_ANALYSIS:
+        value = getattr(importlib.import_module(".analysis", __name__), name)
     elif name in _FROM_COMPILED:
         value = getattr(importlib.import_module(".compiled", __name__), name)
     elif name in _FROM_ERRORS:
@@ -47,8 +50,8 @@ def __getattr__(name: str) -> Any:
     elif name == "__all__":
         # computed on first use: listing the engine's functions imports NumPy
         value = [
-            *_FROM_API, *_FROM_COMPILED, *_FROM_ERRORS, *_engine_names(), *_MODULES,
-            "__version__",
+            *_FROM_API, *_FROM_ANALYSIS, *_FROM_COMPILED, *_FROM_ERRORS, *_engine_names(),
+            *_MODULES, "__version__",
         ]  # fmt: skip
     elif name.startswith("__") or _is_submodule(name):
         # `from . import options` asks here first: answer without loading the engine

@@ -17,6 +17,7 @@ from __future__ import annotations
 import signal
 import sys
 from collections.abc import Callable
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -312,6 +313,12 @@ def check_command(
             raise typer.Exit(1)
 
 
+class _JacobianMode(str, Enum):
+    reverse = "reverse"
+    forward = "forward"
+    auto = "auto"
+
+
 @_command("jacobian", options.JACOBIAN_HELP, no_args_is_help=True)
 def jacobian_command(
     expr: options.ExprArg = None,
@@ -319,6 +326,14 @@ def jacobian_command(
     file: options.FileOpt = None,
     inputs: options.InputsOpt = None,
     wrt: options.WrtOpt = None,
+    mode: Annotated[
+        _JacobianMode,
+        typer.Option(
+            "--mode",
+            help="reverse: a backward pass per output element; forward: a pass per input "
+            "element; auto: forward when the inputs have fewer elements than the output.",
+        ),
+    ] = _JacobianMode.reverse,
     dtype: options.DTypeOpt = options.DType.float64,
     seed: options.SeedOpt = 0,
     json_out: options.JsonOpt = False,
@@ -343,7 +358,7 @@ def jacobian_command(
         _check_save(save)
         result = _analyse(
             "jacobian", expr, values, file, inputs, wrt, dtype, seed, limits, scale, quiet,
-            max_passes=max_passes,
+            max_passes=max_passes, mode=mode.value,
         )  # fmt: skip
         if save is not None:  # before printing: a failed save must not follow a success
             from .io import save_result
@@ -362,6 +377,30 @@ def jacobian_command(
         )  # fmt: skip
 
 
+def _named_values(
+    option: str, args: list[str] | None, dtype: options.DType, seed: int, limits: options.Limits
+) -> dict[str, Any]:
+    """The values of a repeated ``OPTION NAME=VALUE`` (``--tangent``, ``--vector``), each
+    VALUE read as an input's is (docs/commands.md, "The program and its inputs")."""
+    from .errors import InputError
+    from .inputs import read_value
+
+    found: dict[str, Any] = {}
+    for arg in args or []:
+        name, sep, text = arg.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            raise InputError(f"{option} expects NAME=VALUE, got {arg[:60]!r}")
+        if name in found:
+            raise InputError(f"{option} gives `{name[:40]}` twice")
+        found[name] = read_value(
+            text, f"{option} {name}", dtype=dtype.value, seed=seed,
+            max_elements=limits.elements, max_program_chars=limits.program_chars,
+            max_stdin_bytes=limits.stdin_bytes,
+        )  # fmt: skip
+    return found
+
+
 @_command("hessian", options.HESSIAN_HELP, no_args_is_help=True)
 def hessian_command(
     expr: options.ExprArg = None,
@@ -369,6 +408,15 @@ def hessian_command(
     file: options.FileOpt = None,
     inputs: options.InputsOpt = None,
     wrt: options.WrtOpt = None,
+    vector: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--vector",
+            metavar="NAME=VALUE",
+            help="Print the Hessian-vector product H v instead, without forming H; once per "
+            "input (the others' parts of v are zero).",
+        ),
+    ] = None,
     dtype: options.DTypeOpt = options.DType.float64,
     seed: options.SeedOpt = 0,
     json_out: options.JsonOpt = False,
@@ -390,6 +438,22 @@ def hessian_command(
         from . import present
 
         _check_save(save)
+        if vector:  # H v (docs/commands.md, "hessian")
+            vec = _named_values("--vector", vector, dtype, seed, limits)
+            hv = _analyse(
+                "hvp", expr, values, file, inputs, wrt, dtype, seed, limits, scale, quiet,
+                vector=vec, max_passes=max_passes,
+            )  # fmt: skip
+            if save is not None:
+                from .io import save_result
+
+                arrays = {"output": hv.value, **{f"hvp_{n}": h for n, h in hv.hvp.items()}}
+                save_result(str(save), hv.to_json, arrays)
+            _emit(
+                hv, json_out, quiet,
+                lambda console: present.print_hvp(hv, console, precision=precision),
+            )  # fmt: skip
+            return
         result = _analyse(
             "hessian", expr, values, file, inputs, wrt, dtype, seed, limits, scale, quiet,
             max_passes=max_passes,
@@ -403,6 +467,62 @@ def hessian_command(
         _emit(
             result, json_out, quiet,
             lambda console: present.print_hessian(result, console, precision=precision),
+        )  # fmt: skip
+
+
+options.SHORT_HELP["jvp"] = "Print the directional derivative J t (forward mode)."
+JVP_HELP = """The output and its directional derivative J t along the inputs' tangents.
+
+Forward mode: give each input that moves a --tangent NAME=VALUE of its shape; the inputs
+without one are held fixed. Computed by the double-VJP (a backward pass recorded, then
+differentiated), never by finite differences.
+
+\b
+Examples:
+  gradcli jvp "sin(x) * y" x='[0,1]' y=2 --tangent x='[1,0]'
+  gradcli jvp "tanh(W @ x)" W='randn(3, 2)' x='[1,2]' --tangent x='[1,1]' --json
+"""
+
+
+@_command("jvp", JVP_HELP, no_args_is_help=True)
+def jvp_command(
+    expr: options.ExprArg = None,
+    values: options.ValuesArg = None,
+    file: options.FileOpt = None,
+    inputs: options.InputsOpt = None,
+    tangent: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--tangent",
+            metavar="NAME=VALUE",
+            help="The tangent of input NAME, of its shape; once per input that moves.",
+        ),
+    ] = None,
+    dtype: options.DTypeOpt = options.DType.float64,
+    seed: options.SeedOpt = 0,
+    json_out: options.JsonOpt = False,
+    precision: options.PrecisionOpt = 4,
+    full: options.FullOpt = False,
+    max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
+    max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
+    quiet: options.QuietOpt = False,
+    debug: options.DebugOpt = False,
+) -> None:
+    limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
+    with _failures(json_out, debug):
+        from . import present
+        from .analysis import jvp
+
+        text, given = _program_and_inputs(expr, values, file, inputs, dtype, seed, limits)
+        tangents = _named_values("--tangent", tangent, dtype, seed, limits)
+        result = jvp(
+            text, given, tangents, dtype=dtype.value, seed=seed,
+            max_elements=limits.elements, max_program_chars=limits.program_chars,
+        )  # fmt: skip
+        _emit(
+            result, json_out, quiet,
+            lambda console: present.print_jvp(result, console, precision=precision, full=full),
         )  # fmt: skip
 
 
@@ -611,6 +731,41 @@ def functions_command(
         present.print_functions(unique, present.make_console())
 
 
+options.SHORT_HELP["repl"] = "An interactive session that keeps inputs between lines."
+REPL_HELP = """An interactive session: inputs kept between lines, tables as eval prints them.
+
+a = [3, 4], then b = [5, 6], then a*b + b prints eval's table; each line's gradients are
+added into the inputs' accumulated .grad (:grad a, :zero). :help lists the commands.
+On a terminal: line editing, history, tab completion; Ctrl-C cancels the line, Ctrl-D
+leaves. From a pipe: no prompts; the exit status is 1 when a line failed.
+`gradcli` alone on a terminal starts one. More in docs/repl.md.
+
+\b
+Examples:
+  gradcli repl
+  printf 'a = [3, 4]\\nb = [5, 6]\\na*b + b\\n:grad a\\n' | gradcli repl
+"""
+
+
+@_command("repl", REPL_HELP)
+def repl_command(
+    dtype: options.DTypeOpt = options.DType.float64,
+    seed: options.SeedOpt = 0,
+    precision: options.PrecisionOpt = 4,
+    full: options.FullOpt = False,
+    max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
+    max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
+    quiet: options.QuietOpt = False,
+) -> None:
+    from . import repl
+
+    settings = {"dtype": dtype.value, "seed": seed, "precision": precision, "full": full}
+    limits = {"max_elements": max_elements, "max_program_chars": max_program_chars}
+    code = repl.main(**settings, **limits, quiet=quiet)
+    if code:
+        raise typer.Exit(code)
+
+
 # --------------------------------------------------------------------------------------
 # Entry point
 # --------------------------------------------------------------------------------------
@@ -633,8 +788,13 @@ def main(argv: list[str] | None = None) -> None:
     arguments.OWN_PROCESS = argv is None
     if arguments.OWN_PROCESS and arguments.may_use_dask(sys.argv[1:]):
         arguments.one_heap()  # before NumPy starts its threads: see one_heap
+    given = sys.argv[1:] if argv is None else list(argv)
+    if not given:  # `gradcli` alone: a session on a terminal, else the help (docs/repl.md)
+        from .repl import on_a_terminal
+
+        given = ["repl"] if on_a_terminal() else given
     try:
-        app(args=sys.argv[1:] if argv is None else list(argv), prog_name="gradcli")
+        app(args=given, prog_name="gradcli")
     finally:
         if argv is None:  # the console script: the process ends now
             gc.freeze()

@@ -245,12 +245,71 @@ def print_functions(functions: Iterable[Any], console: Console) -> None:
 
 def print_jacobian(jac: Any, console: Console, *, precision: int = 4, full: bool = False) -> None:
     """One row per input: d output / d input with its shape (output.shape + input.shape)."""
-    table = Table(title=_text(jac.expr), caption=Text(f"output shape {_shape(jac.value)}"))
+    caption = f"output shape {_shape(jac.value)}"
+    if getattr(jac, "mode", "reverse") == "forward":
+        caption += "; forward mode (one pass per input element)"
+    table = Table(title=_text(jac.expr), caption=Text(caption))
     table.add_column("d output / d", no_wrap=True)
     table.add_column("shape", no_wrap=True)
     table.add_column("jacobian", overflow="fold")
     for name, j in jac.jacobian.items():
         table.add_row(_text(name), Text(_shape(j)), ArrayCell(j, precision=precision, full=full))
+    _print_table(console, table)
+
+
+def _input_table(title: str, caption: str, columns: tuple[str, ...]) -> Table:
+    table = Table(
+        title=_text(title), caption=Text(caption), caption_justify="left", box=box.HEAVY_HEAD
+    )
+    for name in columns:
+        table.add_column(name, overflow="fold")
+    return table
+
+
+def print_jvp(res: Any, console: Console, *, precision: int = 4, full: bool = False) -> None:
+    """Every input with its tangent (or held fixed), then the output with its tangent: the
+    Jacobian-vector product J t (docs/commands.md, "jvp")."""
+
+    def cell(a: np.ndarray | None, missing: str = NO_GRAD) -> ArrayCell | Text:
+        return _cell(a, precision=precision, full=full, missing=missing)
+
+    table = _input_table(
+        res.expr.strip(),
+        "the output's tangent is J t, its directional derivative along the inputs' tangents "
+        "(forward mode)",
+        ("name", "shape", "value", "tangent"),
+    )
+    names = list(res.inputs)
+    for i, name in enumerate(names):
+        value = res.inputs[name]
+        table.add_row(
+            _text(name), Text(_shape(value)), cell(value),
+            cell(res.tangents.get(name), "— (held fixed)"), end_section=i == len(names) - 1,
+        )  # fmt: skip
+    out = (Text("output", style="bold"), Text(_shape(res.value)), cell(res.value), cell(res.jvp))
+    table.add_row(*out)
+    _print_table(console, table)
+
+
+def print_hvp(res: Any, console: Console, *, precision: int = 4, full: bool = False) -> None:
+    """Every input with its part of v and of H v (docs/commands.md, "hessian")."""
+
+    def cell(a: np.ndarray | None, missing: str = NO_GRAD) -> ArrayCell | Text:
+        return _cell(a, precision=precision, full=full, missing=missing)
+
+    table = _input_table(
+        f"Hessian-vector product of {res.expr.strip()}",
+        f"value {format_array(res.value, precision=precision)}; H v by one double backward, "
+        "without forming the Hessian; an input given no vector has a zero part of v",
+        ("name", "shape", "value", "vector", "H v"),
+    )
+    for name, value in res.inputs.items():
+        wanted = name in res.hvp
+        vector = res.vector.get(name)
+        table.add_row(
+            _text(name), Text(_shape(value)), cell(value),
+            cell(vector, "0" if wanted else CONSTANT), cell(res.hvp.get(name)),
+        )  # fmt: skip
     _print_table(console, table)
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SELECTED = ("W1", "W2", "W3a", "W3c", "W8", "W9")
+SELECTED = ("W1", "W2", "W3a", "W3c", "W8", "W9", "W12")
 
 
 def test_quick_run_prints_the_selected_rows(tmp_path: Path) -> None:
@@ -64,6 +64,10 @@ def test_quick_run_prints_the_selected_rows(tmp_path: Path) -> None:
     for wid in ("W3c", "W8", "W9"):
         assert (wid, "torch") in libraries
         assert (wid, "autograd") not in libraries
+    # W12: forward mode in gradcli's row, reverse mode in a second row; torch's two, measured
+    # or not; no target
+    assert ("W12", "time", "gradcli-reverse") in measured
+    assert ("W12", "torch") in libraries and ("W12", "torch-reverse") in libraries
     assert {t["workload"] for t in data["targets"]} == {"W1", "W2", "W3a", "W3c", "W8", "W9"}
     assert all(t["status"] in ("PASS", "MISS", "SKIP") for t in data["targets"])
     assert data["env"]["numpy"]

@@ -190,10 +190,12 @@ COMMANDS = [
     "check",
     "jacobian",
     "hessian",
+    "jvp",
     "graph",
     "explain",
     "optimize",
     "functions",
+    "repl",
 ]
 
 

@@ -25,12 +25,15 @@ from __future__ import annotations
 from .compgraph import Graph, Node, graph
 from .derivatives import DEFAULT_MAX_PASSES, Hessian, Jacobian, element_labels, hessian, jacobian
 from .explain import Explanation, explain
+from .forward import HVP, JVP, hvp, jvp
 from .gradcheck import Check, InputCheck, check
 from .optimization import DEFAULT_MAX_HISTORY, OPTIMIZERS, LossHistory, Optimization, optimize
 
 __all__ = [
     "DEFAULT_MAX_HISTORY",
     "DEFAULT_MAX_PASSES",
+    "HVP",
+    "JVP",
     "OPTIMIZERS",
     "Check",
     "Explanation",
@@ -46,6 +49,8 @@ __all__ = [
     "explain",
     "graph",
     "hessian",
+    "hvp",
     "jacobian",
+    "jvp",
     "optimize",
 ]

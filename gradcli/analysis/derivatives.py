@@ -1,4 +1,4 @@
-"""Jacobians and Hessians by reverse mode, and what the other analyses share with them.
+"""Jacobians and Hessians, and what the other analyses share with them.
 
 Every function here starts from :func:`~gradcli.api.prepare` (parse once, check inputs) and
 uses the engine's reverse mode: a Jacobian is one backward pass per output element, a Hessian
@@ -6,7 +6,9 @@ one backward pass *of the backward pass* (``create_graph=True``) per input eleme
 first of these passes recorded and the others replayed with their seeds (:func:`_rows`) —
 never finite differences, which only :func:`gradcli.analysis.check` uses, as the independent oracle
 (docs/api.md, "gradcli.analysis"; the commands in docs/commands.md, their JSON in
-docs/json.md, the pass limit in docs/cli.md, "Limits on work").
+docs/json.md, the pass limit in docs/cli.md, "Limits on work"). ``jacobian(mode="forward")``
+makes one pass per *input* element instead, by the double-VJP of
+:mod:`gradcli.autograd.functional` (docs/commands.md, "jacobian").
 
 The pass limit (:data:`DEFAULT_MAX_PASSES`, ``--max-passes``), :func:`_jacobian_of`,
 :func:`_hessian_of` and :func:`_scalar_output` are shared with :mod:`.gradcheck` and
@@ -23,8 +25,9 @@ import numpy as np
 
 from .. import autograd as E
 from ..api import Setup, prepare
+from ..autograd.functional import forward_columns
 from ..autograd.replay import Rows
-from ..errors import LimitError, ShapeError
+from ..errors import InputError, LimitError, ShapeError
 from ..io import json_array
 from ..language import DEFAULT_MAX_PROGRAM_CHARS
 
@@ -36,6 +39,9 @@ from ..language import DEFAULT_MAX_PROGRAM_CHARS
 #: elements) take 5 to 10 seconds on a shared 2-CPU machine; ``check`` of 10**5 elements,
 #: the default refuses, would take minutes.
 DEFAULT_MAX_PASSES = 50_000
+#: how ``jacobian`` may compute: one backward pass per output element (reverse), one pass per
+#: input element (forward), or the fewer of the two (auto)
+JACOBIAN_MODES = ("reverse", "forward", "auto")
 
 
 def _check_passes(command: str, passes: int, max_passes: int) -> None:
@@ -59,11 +65,14 @@ class Jacobian:
     jacobian: dict[str, np.ndarray]  # name -> output.shape + input.shape
     #: floating-point warnings counted while computing (the CLI prints them on stderr)
     warnings: list[str] = field(default_factory=list)
+    #: how it was computed: "reverse" or "forward" (what mode="auto" chose)
+    mode: str = "reverse"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "expr": self.expr,
             "output": {"shape": list(self.value.shape), "value": json_array(self.value)},
+            "mode": self.mode,
             "jacobian": {
                 name: {"shape": list(j.shape), "value": json_array(j)}
                 for name, j in self.jacobian.items()
@@ -84,22 +93,54 @@ def _jacobian_of(
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The forward run, then one backward pass per output element; ``more`` is the number
     of passes the caller makes besides (``check``'s finite differences)."""
+    value, jac, _ = _jacobian_in(setup, seed, max_passes, "reverse", command, more)
+    return value, jac
+
+
+def _mode(mode: Any) -> str:
+    if not isinstance(mode, str) or mode not in JACOBIAN_MODES:
+        raise InputError(f"mode must be one of {', '.join(JACOBIAN_MODES)}, not {mode!r}")
+    return mode
+
+
+def _jacobian_in(
+    setup: Setup,
+    seed: int,
+    max_passes: int,
+    mode: str,
+    command: str = "jacobian",
+    more: int = 0,
+) -> tuple[np.ndarray, dict[str, np.ndarray], str]:
+    """The Jacobian by ``mode`` and the mode used: the forward run, then one backward pass
+    per output element (reverse), or one recorded backward pass and one pass of it per
+    input element (forward: the double-VJP); auto takes forward when the ``wanted`` inputs
+    have fewer elements in all than the output."""
     leaves = setup.leaves()
     out = setup.program.run(leaves, dtype=setup.dtype, seed=seed, retain=False).output
     wanted = [leaves[n] for n in setup.wanted]
     total_in = sum(t.numel() for t in wanted)
     _check_work(out.numel() * total_in, "jacobian")
-    backward = out.numel() if out.requires_grad else 0
-    _check_passes(command, 1 + backward + more, max_passes)
+    if mode == "auto":
+        mode = "forward" if total_in < out.numel() else "reverse"
+    if mode == "forward":
+        passes = 1 + total_in if out.requires_grad else 0
+    else:
+        passes = out.numel() if out.requires_grad else 0
+    _check_passes(command, 1 + passes + more, max_passes)
     rows: dict[str, np.ndarray] = {
         n: np.zeros((out.numel(), leaves[n].numel()), dtype=out.dtype) for n in setup.wanted
     }
-    if out.requires_grad:
+    if out.requires_grad and mode == "forward":
+        for i, c, (column,) in forward_columns([out], wanted):
+            if column is not None:
+                rows[setup.wanted[i]][:, c] = column.ravel()
+    elif out.requires_grad:
         for i, grads in enumerate(_rows(out, wanted, out.numel())):
             for name, g in zip(setup.wanted, grads, strict=True):
                 if g is not None:
                     rows[name][i] = g.ravel()
-    return out.data, {n: rows[n].reshape(out.shape + leaves[n].shape) for n in setup.wanted}
+    jac = {n: rows[n].reshape(out.shape + leaves[n].shape) for n in setup.wanted}
+    return out.data, jac, mode
 
 
 def _rows(root: E.Tensor, leaves: list[E.Tensor], n: int) -> Iterator[list[Any]]:
@@ -134,15 +175,25 @@ def jacobian(
     backend: str = "numpy",
     chunks: Any = None,
     scheduler: str | None = None,
+    mode: str = "reverse",
 ) -> Jacobian:
     """d output / d input for each ``wrt`` input, shaped ``output.shape + input.shape``.
-    ``backend="dask"``: the passes on Dask arrays in chunks of ``chunks`` bytes, computed
-    together on Dask's threads or the ``scheduler`` (docs/dask.md)."""
+    ``mode``: ``"reverse"`` (one backward pass per output element), ``"forward"`` (one pass
+    per input element) or ``"auto"`` (forward when the ``wrt`` inputs have fewer elements in
+    all than the output). ``backend="dask"``: the passes on Dask arrays in chunks of
+    ``chunks`` bytes, computed together on Dask's threads or the ``scheduler``
+    (docs/dask.md), in reverse mode."""
+    mode = _mode(mode)
     if backend != "numpy" or chunks is not None or scheduler is not None:
         from . import on_dask
 
         at = on_dask.where(backend, chunks, scheduler)
         if at is not None:
+            if mode == "forward":
+                raise InputError(
+                    "jacobian --mode forward runs on the NumPy backend only (on Dask: --mode "
+                    "reverse or auto, which is reverse there)"
+                )
             return on_dask.jacobian(
                 expr, inputs, at, wrt=wrt, dtype=dtype, seed=seed, max_elements=max_elements,
                 max_program_chars=max_program_chars, max_passes=max_passes,
@@ -156,8 +207,8 @@ def jacobian(
         max_program_chars=max_program_chars,
     )
     with E.computation(max_elements) as fp:
-        value, jac = _jacobian_of(setup, seed, max_passes)
-    return Jacobian(expr, value, jac, fp.messages())
+        value, jac, used = _jacobian_in(setup, seed, max_passes, mode)
+    return Jacobian(expr, value, jac, fp.messages(), used)
 
 
 # --------------------------------------------------------------------------------------
@@ -220,7 +271,7 @@ def _hessian_of(
     h = np.zeros((n, n), dtype=out.dtype)
     if not out.requires_grad:
         return out.data, h
-    firsts = E.grad(out, wanted, create_graph=True)
+    firsts = E.grad(out, wanted, create_graph=True, allow_unused=True)
     flat = [E.flatten(g) if g is not None else None for g in firsts]  # d out / d input, as a graph
     offsets = np.cumsum([0, *sizes])
     for j, g in enumerate(flat):

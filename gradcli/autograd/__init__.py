@@ -52,6 +52,8 @@ API = (
 
 globals().update({name: spec.call for name, spec in FUNCTIONS.items()})
 
+from . import functional  # noqa: E402  (torch.autograd.functional; uses the functions above)
+
 
 def __getattr__(name: str) -> Any:
     """Registered functions are set above; this only tells type checkers they exist."""
@@ -87,6 +89,7 @@ __all__ = [
     "float64",
     "floating_errors",
     "from_numpy",
+    "functional",
     "generator",
     "grad",
     "is_grad_enabled",
