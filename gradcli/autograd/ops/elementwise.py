@@ -63,6 +63,13 @@ def _softplus(xp: Any, x: Any) -> Any:
     return xp.log1p(xp.exp(-xp.abs(x))) + xp.maximum(x, 0)
 
 
+# The local factor is masked before g multiplies it, and the product again (so that it is +0
+# whatever g's sign): the rule's derivative in g is then the masked factor, never 0 * inf, and
+# forward mode by the double-VJP gives torch's 0 for x ** y at x = 0 (docs/commands.md, "jvp").
+def _masked(xp: Any, mask: Any, g: Any, factor: Any) -> Any:
+    return xp.where(mask, 0.0, g * xp.where(mask, 0.0, factor))
+
+
 # fmt: off
 # ---- one input ------------------------------------------------------------------------
 negative = unary("neg", "negative", factor=lambda xp, ans, ctx: -1.0, saves=(),
@@ -151,8 +158,8 @@ divide = binary("div", "divide", lambda xp, g, ans, ctx, x, y: g / y,
 _power = binary(
     "pow", "power",
     # torch.pow: no gradient to x where y == 0; none to y where x == 0 and y >= 0.
-    lambda xp, g, ans, ctx, x, y: xp.where(y == 0, 0.0, g * (y * x ** (y - 1.0))),
-    lambda xp, g, ans, ctx, x, y: xp.where((x == 0) * (y >= 0), 0.0, g * (ans * xp.log(x))),
+    lambda xp, g, ans, ctx, x, y: _masked(xp, y == 0, g, y * x ** (y - 1.0)),
+    lambda xp, g, ans, ctx, x, y: _masked(xp, (x == 0) * (y >= 0), g, ans * xp.log(x)),
     saves=("x", "y", "ans"), summary="a ** b", language=False, public_name="_power",
     doc="dx = g y x^(y-1) (0 where y = 0), dy = g x^y ln x (0 where x = 0, y >= 0)")
 maximum = binary("maximum", "maximum",
