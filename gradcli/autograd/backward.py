@@ -23,7 +23,17 @@ import numpy as np
 from ..errors import ShapeError
 from . import registry
 from .backend import NUMPY, as_data, backend_of
-from .node import ANS, FACTOR, FREED, FREED_MESSAGE, AccumulateGrad, Node, identity
+from .node import (
+    ANS,
+    FACTOR,
+    FREED,
+    FREED_MESSAGE,
+    WALK_PRODUCT,
+    WALK_SUM,
+    AccumulateGrad,
+    Node,
+    identity,
+)
 from .state import GRAD, NO_GRAD, set_mode
 from .tensor import Tensor, const, edge, tensor_on_edge
 
@@ -251,7 +261,7 @@ def run(
                 if release and (saved or ans is not None):
                     node.saved = FREED
                     node.ans = None
-                form, local_rule, nary, vjps, broadcasts, nsaved, _, _ = prim.plan
+                form, local_rule, nary, vjps, broadcasts, nsaved, _, _, _ = prim.plan
                 node = None  # the next node to visit, if one is found complete below
                 if form:
                     # One input, elementwise: g * factor or g / divisor, written into g
@@ -378,7 +388,7 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
                 kept = node.retained()
                 if kept is not None:
                     _accumulate(kept, gnode, False, False)
-            form, local_rule, nary, vjps, broadcasts, nsaved, saves, direct = prim.plan
+            form, local_rule, nary, vjps, broadcasts, nsaved, saves, direct, walk = prim.plan
             if saves:
                 saved = node.saved
                 if saved is FREED:
@@ -417,6 +427,59 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
             edges = node.next
             ctx = node.ctx
             shapes = ctx if broadcasts else None
+            if walk == WALK_SUM and shapes is None:
+                # add, nothing broadcast: g itself goes on, here to one input (x + 0.5;
+                # both are the loop's case). The same steps as the loop below.
+                to, other = edges
+                if to is None or other is None:
+                    if to is None:
+                        to = other
+                    own = False  # g is now shared by this node's input (the loop's `fresh`)
+                    if to.uses == 1:
+                        node = to
+                        continue
+                    node = None
+                    if to in owned:
+                        grads[to] += gnode
+                    else:
+                        _collect(to, gnode, False, grads, owned, queue)
+                    gnode = None
+                    continue
+            elif walk == WALK_PRODUCT:
+                # mul: g times the other input for each input, the loop below unrolled
+                node = nxt = None
+                to, other = edges
+                if to is not None:
+                    pg = gnode * saved[direct[0]]
+                    if shapes is not None and pg.shape != shapes[0]:
+                        pg = xp.sum_to(pg, shapes[0])
+                    fresh = type(pg) is ndarray and pg.base is None
+                    if to.uses == 1:
+                        nxt, gnxt, own = to, pg, fresh
+                    elif to in owned:
+                        grads[to] += pg
+                    else:
+                        _collect(to, pg, fresh, grads, owned, queue)
+                if other is not None:
+                    pg = gnode * saved[direct[1]]
+                    if shapes is not None and pg.shape != shapes[1]:
+                        pg = xp.sum_to(pg, shapes[1])
+                    fresh = type(pg) is ndarray and pg.base is None
+                    if other.uses == 1:
+                        if nxt is not None:
+                            ready_append((nxt, gnxt, own))
+                        nxt, gnxt, own = other, pg, fresh
+                    elif other in owned:
+                        grads[other] += pg
+                    else:
+                        _collect(other, pg, fresh, grads, owned, queue)
+                pg = saved = None
+                if nxt is not None:
+                    node, gnode = nxt, gnxt
+                    gnxt = None
+                else:
+                    gnode = None
+                continue
             node = nxt = None
             i = -1
             for to in edges:

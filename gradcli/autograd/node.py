@@ -30,6 +30,9 @@ next_seq = itertools.count().__next__
 GENERAL, FACTOR, DIVISOR = 0, 1, 2
 #: ``Primitive.direct`` of a factor or divisor that is the output (see families.unary)
 ANS = -1
+#: the plain backward walk's shortcuts for two-input nodes (Primitive._walk): none, the
+#: gradient passed on to both inputs (add), or the gradient times the other input (mul)
+WALK_LOOP, WALK_SUM, WALK_PRODUCT = 0, 1, 2
 
 
 def identity(xp: Any, g: Any, ans: Any, ctx: Any, *saved: Any) -> Any:

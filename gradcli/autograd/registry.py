@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .backend import NUMPY
-from .node import ANS, GENERAL
+from .node import ANS, GENERAL, WALK_LOOP, WALK_PRODUCT, WALK_SUM, identity
 from .tensor import Tensor
 
 #: annotations of public functions that tell the language how to read an argument
@@ -88,7 +88,7 @@ class Primitive:
         #: what backward reads of a primitive, in one attribute
         self.plan = (
             form, local, nary, self.vjps, broadcasts, len(self.save_in),
-            bool(self.save_in) or self.save_ans, direct,
+            bool(self.save_in) or self.save_ans, direct, self._walk(),
         )  # fmt: skip
 
     @property
@@ -100,7 +100,19 @@ class Primitive:
     def local(self, rule: Callable[..., Any] | None) -> None:
         self._local = rule
         self.direct = None  # the rule given is the one to call
-        self.plan = (self.plan[0], rule, *self.plan[2:-1], None)
+        form, _, nary, vjps, broadcasts, nsaved, saves, _, walk = self.plan
+        self.plan = (form, rule, nary, vjps, broadcasts, nsaved, saves, None, walk)
+
+    def _walk(self) -> int:
+        """The shortcut backward's plain walk may take for this primitive's nodes (one of
+        the two-input shapes every elementwise chain is made of; see backward._run_plain)."""
+        if self.form != GENERAL or self.nary or len(self.vjps) != 2:
+            return WALK_LOOP
+        if all(rule is identity for rule in self.vjps) and self.broadcasts:
+            return WALK_SUM  # add: g goes on to each input as it is
+        if self.direct is not None and not self.save_ans:
+            return WALK_PRODUCT  # mul: g times the other saved input, for each input
+        return WALK_LOOP
 
     def saved(self, values: Sequence[Any]) -> tuple[Any, ...]:
         """The values of the inputs a node of this primitive keeps (``values``: arrays)."""

@@ -197,7 +197,7 @@ class Recorder:
                     kept = node.retained()
                     if kept is not None:
                         self.kept_grads[id(kept)] = self._slot(gnode)
-                form, local_rule, nary, vjps, broadcasts, nsaved, _, direct = prim.plan
+                form, local_rule, nary, vjps, broadcasts, nsaved, _, direct, _ = prim.plan
                 saved, ans, ctx = node.saved, node.ans, node.ctx
                 if form:
                     to = node.next[0]
