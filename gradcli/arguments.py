@@ -28,6 +28,13 @@ class _Group(typer.core.TyperGroup):
     are reported like every other gradcli error (one line, JSON with ``--json``), and the
     standard streams are guarded while a command runs (:class:`streams.guarded`)."""
 
+    def list_commands(self, ctx: Any) -> list[str]:
+        """The commands in the order of ``options.SHORT_HELP`` (not the order in which the
+        modules that define them registered them)."""
+        order = list(options.SHORT_HELP)
+        names = super().list_commands(ctx)
+        return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
+
     def main(  # type: ignore[override]
         self,
         args: list[str] | None = None,

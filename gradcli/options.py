@@ -212,15 +212,18 @@ ClipValueOpt = Annotated[
 # ---- help texts ----------------------------------------------------------------------
 #: each command's line in ``gradcli --help``: a whole sentence (click would cut the first
 #: sentence of the long help mid-word to fit)
-SHORT_HELP = {
+SHORT_HELP = {  # in the order of the commands in `gradcli --help`
     "eval": "Evaluate a program, backpropagate, print value and gradients.",
     "batch": "Answer NDJSON requests with one JSON response per line.",
     "check": "Compare analytic gradients with finite differences.",
     "jacobian": "Print the full Jacobian of the output.",
     "hessian": "Print the Hessian of a scalar output.",
+    "jvp": "Print the directional derivative J t (forward mode).",
     "graph": "Draw the computation graph with values and gradients.",
+    "explain": "Show the forward and backward pass step by step.",
     "optimize": "Minimise a scalar program by gradient descent.",
     "functions": "List the functions of the language and their derivatives.",
+    "repl": "An interactive session that keeps inputs between lines.",
 }
 
 HELP = """gradcli: the value of a tensor expression and the gradient of every input,
@@ -353,4 +356,29 @@ Examples:
   gradcli explain "a*b+b" a='[3,4]' b='[5,6]' --wrt a --clip-norm 1 --json
 """
 
-SHORT_HELP["explain"] = "Show the forward and backward pass step by step."
+
+JVP_HELP = """The output and its directional derivative J t along the inputs' tangents.
+
+Forward mode: give each input that moves a --tangent NAME=VALUE of its shape; the inputs
+without one are held fixed. Computed by the double-VJP (a backward pass recorded, then
+differentiated), never by finite differences.
+
+\b
+Examples:
+  gradcli jvp "sin(x) * y" x='[0,1]' y=2 --tangent x='[1,0]'
+  gradcli jvp "tanh(W @ x)" W='randn(3, 2)' x='[1,2]' --tangent x='[1,1]' --json
+"""
+
+REPL_HELP = """An interactive session: inputs kept between lines, tables as eval prints them.
+
+a = [3, 4], then b = [5, 6], then a*b + b prints eval's table; each line's gradients are
+added into the inputs' accumulated .grad (:grad a, :zero). :help lists the commands.
+On a terminal: line editing, history, tab completion; Ctrl-C cancels the line, Ctrl-D
+leaves. From a pipe: no prompts; the exit status is 1 when a line failed.
+`gradcli` alone on a terminal starts one. More in docs/repl.md.
+
+\b
+Examples:
+  gradcli repl
+  printf 'a = [3, 4]\\nb = [5, 6]\\na*b + b\\n:grad a\\n' | gradcli repl
+"""
