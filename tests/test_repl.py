@@ -414,6 +414,41 @@ def test_on_a_terminal_ctrl_c_cancels_the_line_and_ctrl_d_leaves(tmp_path: Path)
     assert "a = [9, 9]" not in history
 
 
+def test_on_a_terminal_the_tutorial_defines_evaluates_accumulates_zeroes_and_clips(
+    tmp_path: Path,
+) -> None:
+    # the tutorial's c = a*b + b: gradients [5, 6] and [4, 5]; a second backward adds
+    # them again (accumulation), zero_() clears, clip_grad_norm_ scales the accumulated
+    # .grad by max_norm / (total norm + 1e-6)
+    term = Terminal("repl", state=tmp_path)
+    term.wait_for(lambda: term.prompts() == 1)
+    for line in ("a = [3, 4]", "b = [5, 6]", "c = a*b + b", "sum(c)", ":grad"):
+        term.type(line + "\r")
+    first = term.screen
+    term.type("sum(c)\r")
+    term.type(":grad\r")
+    accumulated = term.screen[len(first) :]
+    term.type(":zero\r")
+    term.type(":grad\r")
+    zeroed = term.screen
+    term.type("sum(c)\r")
+    term.type(":clip 1\r")
+    term.type(":grad\r")
+    clipped = term.screen[len(zeroed) :]
+    term.type("\x04", wait=False)
+    assert term.end() == 0
+    screen = term.screen
+    assert "Traceback" not in screen and "error" not in screen
+    assert "│ a      │ (2,)  │ [3. 4.]   │ [5. 6.]  │" in first
+    assert "│ b      │ (2,)  │ [5. 6.]   │ [4. 5.]  │" in first
+    assert "a.grad = [5. 6.]\nb.grad = [4. 5.]" in first
+    assert "a.grad = [10. 12.]\nb.grad = [ 8. 10.]" in accumulated
+    assert "zeroed a.grad, b.grad" in zeroed
+    assert "a.grad = [0. 0.]\nb.grad = [0. 0.]" in zeroed
+    assert "gradients clipped: total 2-norm 10.0995 > max_norm 1" in clipped
+    assert "a.grad = [0.4951 0.5941]\nb.grad = [0.3961 0.4951]" in clipped
+
+
 def test_history_is_kept_between_sessions_and_an_unwritable_one_is_said(tmp_path: Path) -> None:
     (tmp_path / "gradcli").mkdir()
     (tmp_path / "gradcli" / "history").write_text("x = [1, 2]\nsum(x*x)\n")
