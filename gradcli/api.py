@@ -275,8 +275,10 @@ def prepare(
     dtype: Any = "float64",
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
+    copy: bool = True,
 ) -> Setup:
-    """Parse ``expr`` (cached), check the input names, ``wrt`` and values."""
+    """Parse ``expr`` (cached), check the input names, ``wrt`` and values (arrays copied,
+    or with ``copy=False`` borrowed as read-only views where their dtype and layout allow)."""
     from .io import lazy_value, value_from_json
 
     dtype = check_dtype(dtype)
@@ -299,7 +301,7 @@ def prepare(
     values = {
         name: lazy_value(v, name=name, dtype=dtype, max_elements=max_elements)
         if lazy and isinstance(v, lazy)
-        else value_from_json(v, name=name, dtype=dtype, max_elements=max_elements)
+        else value_from_json(v, name=name, dtype=dtype, max_elements=max_elements, copy=copy)
         for name, v in raw.items()
     }
     return Setup(program, values, wanted, dtype)
@@ -323,6 +325,7 @@ def evaluate(
     backend: str = "numpy",
     chunks: Any = None,
     scheduler: str | None = None,
+    copy: bool = True,
 ) -> Result:
     """Evaluate ``expr`` on ``inputs`` and backpropagate, as ``gradcli eval`` does.
 
@@ -333,7 +336,9 @@ def evaluate(
     :func:`compile` and ``batch`` keep them); the same numbers, to the last bit.
     ``backend="dask"``: evaluated in chunks (``chunks`` bytes each) on Dask's threads or
     the ``scheduler`` (``local:N``, an address), as :func:`gradcli.lazy.evaluate` does
-    (docs/dask.md); inputs may then be Dask arrays.
+    (docs/dask.md); inputs may then be Dask arrays. ``copy=False``: an input that is a
+    C-contiguous array of ``dtype`` is read where it is, not copied (``Result.inputs`` holds
+    a read-only view of it), as :func:`from_numpy` shares memory.
 
     >>> r = evaluate("a*b+b", {"a": [3, 4], "b": [5, 6]})
     >>> r.value.tolist(), r.grads["a"].tolist(), r.grads["b"].tolist()
@@ -360,6 +365,7 @@ def evaluate(
         dtype=dtype,
         max_elements=max_elements,
         max_program_chars=max_program_chars,
+        copy=copy,
     )
     with E.computation(max_elements) as fp:
         run = None if plans is None else plans.run(setup, grad_output, seed, max_elements, fp)
@@ -367,7 +373,7 @@ def evaluate(
             run = _fresh(setup, grad_output, seed, max_elements)
         # still counted: clipping float32 gradients can overflow too
         clip = _clip(run, clip_norm, clip_value, p)
-    return _finish(expr, setup, run, clip, fp, id)
+    return _finish(expr, setup, run, clip, fp, id, run.finite)
 
 
 @dataclass
@@ -380,6 +386,8 @@ class _Run:
     intermediates: dict[str, tuple[np.ndarray, np.ndarray | None]]
     reduction: str | None
     literal_overflow: bool
+    #: what is known to be all finite without looking (see _finish), by "output" or name
+    finite: dict[str, bool] | None = None
 
 
 def _grad_output(grad_output: Any, setup: Setup, max_elements: int) -> np.ndarray:
@@ -454,8 +462,10 @@ def _finish(
     finite: dict[str, bool] | None = None,
 ) -> Result:
     """The Result, with its notes and warnings. ``finite``: whether the output
-    (``"output"``) and each gradient (by input name) is all finite, when the caller knows
-    (an evaluation on Dask learns it as it writes them: gradcli.lazy); else looked at."""
+    (``"output"``) and each gradient (by input name) is all finite, where the caller knows
+    (an evaluation on Dask learns it as it writes them: gradcli.lazy; a replay's fused
+    runs as they make them); the others are looked at. Clipping, done before, keeps a
+    finite gradient finite."""
     warnings = fp.messages()
     notes = []
     if run.reduction == "sum":
@@ -467,12 +477,13 @@ def _finish(
         notes.append(_clip_note(clip))
     if run.literal_overflow:
         warnings.append("a number in the program is too large for a float and became inf")
-    if not (E.all_finite(run.value) if finite is None else finite["output"]):
+    known = finite or {}
+    if not (known["output"] if "output" in known else E.all_finite(run.value)):
         warnings.append("the output has non-finite values (nan or inf)")
     bad = [
         n
         for n, g in run.grads.items()
-        if g is not None and not (E.all_finite(g) if finite is None else finite[n])
+        if g is not None and not (known[n] if n in known else E.all_finite(g))
     ]
     if bad:
         warnings.append("non-finite gradient for " + ", ".join(bad))

@@ -68,7 +68,8 @@ class _Recorded:
             if g.shape != self.out_shape:
                 raise _Fallback  # a fresh evaluation says what is wrong, as it would
             inputs.append(g)
-        outs = self.plan.run(inputs)
+        known: set[int] = set()  # the outputs the replay found all finite as it made them
+        outs = self.plan.run(inputs, known)
         value = outs[0]
         if not self.derived_value:
             value = np.array(value, copy=True)  # the plan's constant is not the caller's
@@ -93,7 +94,12 @@ class _Recorded:
             next(made)
             new = next(made)
             intermediates[name] = (v, None if kind == "none" else _own(g_b, v, new, taken))
-        return _Run(value, grads, intermediates, self.reduction, self.overflow)
+        slots = self.plan.outputs
+        asked = [name for name in self.names if name in self.wanted]  # the outputs' order
+        finite = {name: True for name, s in zip(asked, slots[1:], strict=False) if s in known}
+        if slots[0] in known:
+            finite["output"] = True
+        return _Run(value, grads, intermediates, self.reduction, self.overflow, finite)
 
 
 def _own(g: Any, like: np.ndarray, new: bool, taken: set[int]) -> np.ndarray:
@@ -289,6 +295,7 @@ class Compiled:
         max_elements: int = E.DEFAULT_MAX_ELEMENTS,
         max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
         plans: int = 16,
+        copy: bool = True,
     ) -> None:
         from .api import _shown
         from .errors import InputError
@@ -304,6 +311,7 @@ class Compiled:
         self.max_elements = max_elements
         self.max_program_chars = max_program_chars
         self.plans = Plans(plans, pool=True)
+        self.copy = copy
 
     def __repr__(self) -> str:
         return f"<compiled {self.expr!r}, {len(self.plans)} plan(s)>"
@@ -332,6 +340,7 @@ class Compiled:
             max_program_chars=self.max_program_chars,
             id=id,
             plans=self.plans,
+            copy=self.copy,
         )
 
 
@@ -343,12 +352,15 @@ def compile(
     seed: int = 0,
     max_elements: int = E.DEFAULT_MAX_ELEMENTS,
     max_program_chars: int = DEFAULT_MAX_PROGRAM_CHARS,
+    copy: bool = True,
 ) -> Compiled:
     """``expr`` parsed once, to be evaluated many times: ``f = gradcli.compile("sum(a*b+b)")``,
     then ``f({"a": [3, 4], "b": [5, 6]})`` is ``evaluate("sum(a*b+b)", {...})``, the same
     numbers to the last bit. The first call with given input shapes records the engine's
-    calls; later calls with those shapes replay them, with no parsing, tree or graph."""
+    calls; later calls with those shapes replay them, with no parsing, tree or graph.
+    ``copy=False``: arrays given as inputs are read where they are instead of copied (see
+    :func:`evaluate`)."""
     return Compiled(
         expr, wrt=wrt, dtype=dtype, seed=seed, max_elements=max_elements,
-        max_program_chars=max_program_chars,
+        max_program_chars=max_program_chars, copy=copy,
     )  # fmt: skip

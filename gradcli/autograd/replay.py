@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from .backend import NUMPY
+from .fusion import Run, fuse
 from .node import ANS, FACTOR, identity
 from .state import RECORD, STATE, set_mode
 from .tensor import Tensor, edge
@@ -360,8 +361,8 @@ class Plan:
     a step whose output has its shape, dtype and memory order (:func:`_pool_key`)."""
 
     __slots__ = (
-        "_handed", "_lock", "_pool", "backward_steps", "forward_steps", "made", "n_inputs",
-        "outputs", "pooled", "template",
+        "_handed", "_lock", "_pool", "backward_steps", "forward_steps", "fused", "made",
+        "n_inputs", "outputs", "pooled", "template",
     )  # fmt: skip
 
     def __init__(
@@ -403,6 +404,11 @@ class Plan:
             planned.append((fn, slots, out, tuple(d)))
         self.forward_steps = planned[:n_forward]
         self.backward_steps = planned[n_forward:]
+        if pool and POOL_WORKS:  # runs of elementwise steps on large arrays, in blocks
+            self.forward_steps = fuse(self.forward_steps, rec.values, keep, self.pooled)
+            self.backward_steps = fuse(self.backward_steps, rec.values, keep, self.pooled)
+        #: whether a step is a fused run, which only the pooled replay runs
+        self.fused = any(type(step[0]) is Run for step in self.forward_steps + self.backward_steps)
         self.outputs = outputs
         self._pool: dict[Any, list[Any]] = {}
         #: the pooled outputs of the last replay, with their keys: the pool's when the
@@ -410,13 +416,14 @@ class Plan:
         self._handed: list[tuple[Any, Any]] = []
         self._lock = threading.Lock()
 
-    def run(self, inputs: Sequence[Any]) -> list[Any]:
-        """The outputs' values for ``inputs`` (None where an output is None)."""
+    def run(self, inputs: Sequence[Any], finite: set[int] | None = None) -> list[Any]:
+        """The outputs' values for ``inputs`` (None where an output is None). ``finite``:
+        where to add the slots of outputs a fused run found all finite as it made them."""
         values = self.template.copy()
         values[: self.n_inputs] = inputs
         del inputs  # the caller keeps its own; the plan drops an input when it is dead
-        if self.pooled:
-            return self._run_pooled(values)
+        if self.pooled or self.fused:
+            return self._run_pooled(values, finite)
         get = values.__getitem__
         for fn, slots, out, dead in self.forward_steps:
             values[out] = fn(*map(get, slots))
@@ -429,7 +436,7 @@ class Plan:
                     values[s] = None
         return [None if s is None else values[s] for s in self.outputs]
 
-    def _run_pooled(self, values: list[Any]) -> list[Any]:
+    def _run_pooled(self, values: list[Any], finite: set[int] | None = None) -> list[Any]:
         """:meth:`run` with the pool: taken whole (another thread replaying at the same
         time allocates as without one), given back at the end."""
         with self._lock:
@@ -443,9 +450,9 @@ class Plan:
         handed.clear()  # the pool's now: no other reference may stay here
         v = None
         try:
-            self._steps(self.forward_steps, values, pool)
+            self._steps(self.forward_steps, values, pool, finite)
             with NUMPY.quiet():  # as backward(): its floating-point errors are not reported
-                self._steps(self.backward_steps, values, pool)
+                self._steps(self.backward_steps, values, pool, finite)
         finally:
             with self._lock:
                 self._pool = pool
@@ -461,13 +468,24 @@ class Plan:
             ]
         return outs
 
-    def _steps(self, steps: list[Any], values: list[Any], pool: dict[Any, list[Any]]) -> None:
+    def _steps(
+        self,
+        steps: list[Any],
+        values: list[Any],
+        pool: dict[Any, list[Any]],
+        finite: set[int] | None = None,
+    ) -> None:
         pooled = self.pooled
         get = values.__getitem__
         refs = sys.getrefcount
         for fn, slots, out, dead in steps:
             if type(fn) is _Pooled:
                 values[out] = fn(pool, *map(get, slots))
+            elif type(fn) is Run:
+                if fn.laid_out(values):
+                    fn(values, pool, finite)
+                else:  # arrays laid out otherwise than when recorded: step by step
+                    self._steps(fn.unfused, values, pool)
             else:
                 values[out] = fn(*map(get, slots))
             for s in dead:

@@ -122,7 +122,7 @@ def _check_limit(name: str, shape: Sequence[int], max_elements: int | None) -> N
 
 
 def _from_ndarray(
-    arr: np.ndarray, name: str, dt: np.dtype[Any], max_elements: int | None
+    arr: np.ndarray, name: str, dt: np.dtype[Any], max_elements: int | None, copy: bool = True
 ) -> np.ndarray:
     if isinstance(arr, np.ma.MaskedArray):
         # NumPy's asarray() drops a mask without a word, and there is no one right value
@@ -139,6 +139,11 @@ def _from_ndarray(
     if arr.dtype.kind not in "iuf":
         raise InputError(f"bad value for {name}: an array of dtype {arr.dtype} is not numeric")
     _check_limit(name, arr.shape, max_elements)
+    if not copy and type(arr) is np.ndarray and arr.dtype == dt and arr.flags.c_contiguous:
+        # Borrowed (copy=False): the caller's memory, through a view gradcli cannot write.
+        view = arr.view()
+        view.flags.writeable = False
+        return view
     with np.errstate(over="ignore"):
         # A copy: the caller's array must not change when gradcli's does (and vice versa).
         return np.array(arr, dtype=dt, order="C", copy=True)
@@ -150,6 +155,7 @@ def value_from_json(
     name: str,
     dtype: DTypeArg = "float64",
     max_elements: int | None = None,
+    copy: bool = True,
 ) -> np.ndarray:
     """A value from a JSON document: a number, nested lists of numbers, or a non-finite string.
 
@@ -158,11 +164,13 @@ def value_from_json(
     and ragged lists, saying where. ``[]`` is a shape-``(0,)`` array. Tuples and NumPy arrays
     (from the Python API) are taken like lists. Returns a C-contiguous array of ``dtype``;
     numbers beyond the dtype's range become ``inf`` as in NumPy (the caller warns about
-    non-finite values). ``max_elements`` raises :class:`LimitError` above it.
+    non-finite values). ``max_elements`` raises :class:`LimitError` above it. An array is
+    copied, unless ``copy`` is false and it is a C-contiguous array of ``dtype`` already:
+    then a read-only view of it is returned.
     """
     dt = _float_dtype(dtype)
     if isinstance(obj, np.ndarray):
-        return _from_ndarray(obj, name, dt, max_elements)
+        return _from_ndarray(obj, name, dt, max_elements, copy)
     if type(obj) is list and obj and dt is _FLOAT64 and set(map(type, obj)) <= {float, int}:
         # the common case, a flat list of numbers, without the walk below (an empty list
         # and one of lists go the long way)

@@ -197,6 +197,8 @@ def reduce(prim: Primitive, x: Any, axis: Any, keepdims: bool, *extra: Any) -> T
             out = xp.astype(fwd(xp, xd, axes, keep, *extra), xd.dtype)
         return out
 
+    if prim is SUM and len(axes) == xd.ndim:
+        redo.adds_all = True  # type: ignore[attr-defined]  # a replay may fuse it (fusion.py)
     ctx = (axes, keep, xd.shape, *extra) if extra else (axes, keep, xd.shape)
     return record(redo(xd), prim, (x,), (xd,) if prim.save_in else (), ctx, redo)
 

@@ -1,0 +1,425 @@
+"""Fused runs: a plan's consecutive elementwise steps on large arrays, replayed a block at
+a time (docs/engine.md, "Fused runs").
+
+A replayed plan calls one NumPy function after another, each over whole arrays: on 10⁷
+elements every step reads its operands from memory and writes its result back, and memory
+traffic, not arithmetic, is what the replay costs. A *run* is a sequence of consecutive
+steps that are all elementwise ufuncs over arrays of one shape (or one value broadcast to
+it): replayed block by block, each block's intermediates stay in the processor's cache,
+and an intermediate that no step after the run reads is never written to memory at all.
+
+The bits are the plain replay's: an elementwise ufunc computes each element from the same
+elements of its operands whatever block they are in, and the blocks are the same calls on
+slices. What changes is only how often a call is made, which NumPy's floating-point error
+reports would see (one report per call): a run counts each step's errors once, as the
+step's one call would (:class:`_Collector`).
+
+A run may end in the sum of all the elements of a value it makes (``sum(a*b+b)``): NumPy
+adds a contiguous array pairwise, halving it (at a multiple of 8) down to pieces of at
+most 128 elements, so the blocks are taken where those halvings fall, each block is added
+by NumPy as the whole array's call would add that piece, and the blocks' sums are added
+up the same tree: the bits of the one call (:func:`_halves`). Only runs of exactly rounded
+arithmetic (``+ - * /``) end in a sum, in float64.
+
+Only plans that keep a pool of buffers (``gradcli.compile``, ``optimize``, ``check``) fuse,
+and only from :data:`FUSE_MIN` elements: on small arrays the per-block calls would cost
+more than the memory they save.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from .backend import NUMPY
+from .state import STATE
+
+#: arrays of at least this many elements are replayed in blocks
+FUSE_MIN = 1 << 17
+#: elements per block (a multiple of 8, at least 128): a block of each array a run
+#: reads or makes stays in the processor's caches while the run's steps go over it
+BLOCK = 1 << 15
+
+# How a step's argument is read in a block:
+FULL = 0  # an array of the run's shape, C-contiguous: its slice (or written in place)
+SCALAR = 1  # a 0-d array or a Python/NumPy number: as it is
+SPREAD = 2  # one value broadcast to the run's shape (all strides 0): a block-long view of it
+LOCAL = 3  # made by the run and read only inside it: a block-long buffer
+MADE = 4  # made by the run and read after it: its slice of an array kept whole
+
+#: ufuncs exactly rounded the same way whatever code path NumPy takes (SIMD body or
+#: tail), so that blocks of any length give the whole call's bits
+_EXACT = {np.add, np.subtract, np.multiply, np.divide, np.negative, np.positive}
+
+#: the in-place operators backward's plans call, and the ufunc each writes with
+_INPLACE = {
+    operator.iadd: np.add, operator.isub: np.subtract, operator.imul: np.multiply,
+    operator.itruediv: np.divide, NUMPY.multiply_into: np.multiply,
+    NUMPY.divide_into: np.divide,
+}  # fmt: skip
+
+
+def _kind(value: Any, shape: tuple[int, ...]) -> int | None:
+    """How ``value`` is read by a step of a run over ``shape`` (None: it cannot be)."""
+    if type(value) is np.ndarray:
+        if value.ndim == 0:
+            return SCALAR
+        if value.shape != shape:
+            return None
+        if value.flags.c_contiguous:
+            return FULL
+        if not any(value.strides):
+            return SPREAD
+        return None
+    if isinstance(value, (float, int, np.number)) and not isinstance(value, bool):
+        return SCALAR
+    return None
+
+
+def _elementwise(step: Sequence[Any], values: Sequence[Any]) -> tuple[Any, bool] | None:
+    """``(ufunc, in_place)`` of a step that is an elementwise ufunc of one output over a
+    large C-contiguous array, or None."""
+    from .replay import _Pooled
+
+    fn, slots, out = step[0], step[1], step[2]
+    made = values[out]
+    if type(made) is not np.ndarray or made.size < FUSE_MIN or not made.flags.c_contiguous:
+        return None
+    if type(fn) is _Pooled:
+        return fn.ufunc, False
+    ufunc = _INPLACE.get(fn) if not isinstance(fn, np.ufunc) else None
+    if ufunc is not None and values[slots[0]] is made:
+        return ufunc, True
+    return None
+
+
+class Run:
+    """Consecutive elementwise steps replayed block by block (see the module's text)."""
+
+    __slots__ = ("block", "bounds", "claims", "dead", "external", "locals", "made", "outs",
+                 "reads", "shape", "size", "steps", "total", "unfused")  # fmt: skip
+
+    def __init__(
+        self,
+        steps: list[tuple[Any, ...]],
+        ufuncs: list[tuple[Any, bool]],
+        values: Sequence[Any],
+        keep: set[int],
+        pooled: dict[int, tuple[Any, ...]],
+        total: tuple[Any, ...] | None = None,
+    ) -> None:
+        first = values[steps[0][2]]
+        self.shape: tuple[int, ...] = first.shape
+        self.size = int(first.size)
+        #: the steps as the plain replay runs them, for arrays laid out otherwise
+        self.unfused = steps if total is None else [*steps, total]
+        dying: set[int] = set()
+        for step in self.unfused:
+            dying.update(step[3])
+        # Where each value the run makes is stored: its own array, or, for an in-place
+        # step, the array of the value it writes into (made by the run or before it).
+        root: dict[int, int] = {}
+        planned = []
+        reads: dict[int, None] = {}  # the slots the run reads that were made before it
+        for k, (step, (ufunc, in_place)) in enumerate(zip(steps, ufuncs, strict=True)):
+            _, slots, out, _ = step
+            args = []
+            for s in slots:
+                if s in root:
+                    args.append(root[s])
+                else:
+                    reads[s] = None
+                    args.append(s)
+            root[out] = root.get(slots[0], slots[0]) if in_place else out
+            planned.append((ufunc, tuple(args), root[out], k))
+        fresh = {r for r in root.values() if r in root}
+        #: arrays made before the run that an in-place step writes into
+        self.external = tuple({r for r in root.values() if r not in root})
+        survives = {root[s] for s in root if s not in dying or s in keep}
+        #: fresh arrays kept whole (read after the run), with the pool key to take a
+        #: buffer by; the others live a block at a time, in buffers of the run's own
+        self.made = {r: (values[r].dtype, pooled.get(r)) for r in fresh if r in survives}
+        self.locals = {r: values[r].dtype for r in fresh if r not in survives}
+        # how each argument and target is read in a block
+        kinds: dict[int, int] = {r: (MADE if r in self.made else LOCAL) for r in fresh}
+        kinds.update({r: FULL for r in self.external})
+        for s in reads:
+            if s not in kinds:
+                kind = _kind(values[s], self.shape)
+                if kind is None:
+                    raise ValueError("not a run")  # fuse() tests every argument first
+                kinds[s] = kind
+        self.steps = [
+            (ufunc, tuple((kinds[a], a) for a in args), (kinds[target], target), k)
+            for ufunc, args, target, k in planned
+        ]
+        #: the sum the run ends in: (how the value it adds is read and its slot, the sum's
+        #: own slot, shape and dtype), or None
+        self.total: tuple[Any, ...] | None = None
+        if total is not None:
+            added = root[total[1][0]]
+            made = values[total[2]]
+            self.total = ((kinds[added], added), total[2], made.shape, made.dtype)
+        #: the blocks, as (start, end): where the sum's halvings fall, or BLOCK apart
+        self.block = block = BLOCK
+        self.bounds = (
+            _halves(self.size, block) if total is not None
+            else [(lo, min(lo + block, self.size)) for lo in range(0, self.size, block)]
+        )  # fmt: skip
+        self.reads = tuple(reads)
+        #: the slots the run makes, and the array each ends up in (for values)
+        self.outs = tuple((s, r) for s, r in root.items() if r not in self.locals)
+        #: per array the run makes and the plan hands out: the output slots it is, which
+        #: the run says are all finite when every block's sum is (a nan or an inf term
+        #: makes a sum non-finite); fuse() drops an array a later step writes into
+        self.claims: dict[int, tuple[int, ...]] = {}
+        for s, r in self.outs:
+            if s in keep and r in self.made:
+                self.claims[r] = (*self.claims.get(r, ()), s)
+        #: what dies in the run and is not a block buffer: let go after it, as by any step
+        self.dead = tuple(s for s in dying if root.get(s) not in self.locals)
+
+    def laid_out(self, values: Sequence[Any]) -> bool:
+        """Whether the arrays the run reads are laid out as when it was planned."""
+        shape = self.shape
+        for _, args, _, _ in self.steps:
+            for kind, s in args:
+                if kind in (FULL, SPREAD):
+                    v = values[s]
+                    if type(v) is not np.ndarray or v.shape != shape:
+                        return False
+                    if not (v.flags.c_contiguous if kind == FULL else not any(v.strides)):
+                        return False
+        return True
+
+    def __call__(
+        self, values: list[Any], pool: dict[Any, list[Any]], finite: set[int] | None = None
+    ) -> None:
+        """Replay the run: what it keeps whole is in ``values`` afterwards; the output
+        slots found all finite are added to ``finite``."""
+        shape = self.shape
+        block = max(hi - lo for lo, hi in self.bounds)
+        whole: dict[int, Any] = {r: values[r] for r in self.external}
+        for r, (dtype, key) in self.made.items():
+            free = pool.get(key) if key is not None else None
+            whole[r] = free.pop() if free else np.empty(shape, dtype)
+        # per slot: what a block slices (a flat view), or takes whole (a number)
+        src: dict[int, Any] = {r: a.reshape(-1) for r, a in whole.items()}
+        src.update((r, np.empty(block, dtype)) for r, dtype in self.locals.items())
+        for _, args, _, _ in self.steps:
+            for kind, s in args:
+                if s in src:
+                    continue
+                v = values[s]
+                if kind == FULL:
+                    src[s] = v.reshape(-1)
+                elif kind == SPREAD:
+                    src[s] = as_strided(v, (block,), (0,), writeable=False)
+                else:
+                    src[s] = v
+        # per step: the ufunc, per argument (sliced?, the array or number, sliced from
+        # the start of a block-long buffer?), the target, whether it is a block buffer, k
+        steps = [
+            (ufunc, [(kind != SCALAR, src[a], kind in (LOCAL, SPREAD)) for kind, a in args],
+             src[target], tkind == LOCAL, k)
+            for ufunc, args, (tkind, target), k in self.steps
+        ]  # fmt: skip
+        errors = STATE.errors
+        collector = _Collector() if errors is not None else None
+        if collector is not None:
+            STATE.errors = collector
+        if self.total is not None:
+            (kind, s), _, _, _ = self.total
+            added, head = src[s], kind == LOCAL
+            reduce = np.add.reduce
+        sums: list[Any] = []
+        checks: list[tuple[int, Any, list[Any]]] = (
+            [(r, src[r], []) for r in self.claims] if finite is not None else []
+        )
+        try:
+            for lo, hi in self.bounds:
+                m = hi - lo
+                for ufunc, operands_of, target, local, k in steps:
+                    operands = [
+                        (a[:m] if head else a[lo:hi]) if sliced else a
+                        for sliced, a, head in operands_of
+                    ]
+                    if collector is not None:
+                        collector.step = k
+                    ufunc(*operands, out=target[:m] if local else target[lo:hi])
+                if self.total is not None:
+                    if collector is not None:
+                        collector.step = len(steps)
+                    sums.append(reduce(added[:m] if head else added[lo:hi]))
+                if checks:
+                    if collector is not None:
+                        collector.step = -1  # a check's own errors are not the program's
+                    for _, array, parts in checks:
+                        parts.append(np.add.reduce(array[lo:hi]))
+            if self.total is not None:
+                _, out, made_shape, dtype = self.total
+                values[out] = np.asarray(_combine(sums, self.size, self.block), dtype).reshape(
+                    made_shape
+                )
+        finally:
+            if collector is not None:
+                STATE.errors = errors
+        if collector is not None and errors is not None:
+            for step, error, flag in sorted(collector.seen):
+                if step >= 0:
+                    errors._count(error, flag)
+        if finite is not None:
+            for r, _, parts in checks:
+                if all(map(math.isfinite, parts)):
+                    finite.update(self.claims[r])
+        for s, r in self.outs:
+            values[s] = whole[r]
+
+
+class _Collector:
+    """Stands in for an evaluation's error counter while a run replays: NumPy reports an
+    error once per call, and a run makes a step's call once per block, so each step's
+    errors of a kind are counted once, as its one call would count them."""
+
+    __slots__ = ("seen", "step")
+
+    def __init__(self) -> None:
+        self.seen: set[tuple[int, str, int]] = set()
+        self.step = 0
+
+    def _count(self, kind: str, flag: int) -> None:
+        self.seen.add((self.step, kind, flag))
+
+
+def fuse(
+    steps: list[tuple[Any, ...]],
+    values: Sequence[Any],
+    keep: set[int],
+    pooled: dict[int, tuple[Any, ...]],
+) -> list[tuple[Any, ...]]:
+    """``steps`` (a plan's, as ``(fn, slots, out, dead)``) with each run of two or more
+    fusable steps over one shape made one step ``(run, run.reads, None, run.dead)``."""
+    result: list[tuple[Any, ...]] = []
+    i = 0
+    while i < len(steps):
+        j = i
+        ufuncs: list[tuple[Any, bool]] = []
+        shape = None
+        while j < len(steps):
+            found = _elementwise(steps[j], values)
+            if found is None:
+                break
+            made = values[steps[j][2]]
+            if shape is None:
+                shape = made.shape
+            if made.shape != shape:
+                break
+            produced = {s[2] for s in steps[i:j]}
+            if any(s not in produced and _kind(values[s], shape) is None for s in steps[j][1]):
+                break
+            ufuncs.append(found)
+            j += 1
+        total = None
+        if j - i >= 1 and j < len(steps) and _adds_all(steps[j], steps[i:j], ufuncs, values):
+            total = steps[j]
+        if j - i >= 2 or total is not None:
+            run = Run(steps[i:j], ufuncs, values, keep, pooled, total)
+            result.append((run, run.reads, None, run.dead))
+            i = j + (total is not None)
+        else:
+            result.append(steps[i])
+            i += 1
+    _written_later(result)
+    return result
+
+
+def _written_later(steps: list[tuple[Any, ...]]) -> None:
+    """Drop the finiteness claims of each run's arrays that a later step writes into in
+    place (they may change after the run has seen them)."""
+    for k, step in enumerate(steps):
+        run = step[0]
+        if type(run) is not Run or not run.claims:
+            continue
+        names = {r: set(slots) | {r} for r, slots in run.claims.items()}
+        for later in steps[k + 1 :]:
+            fn, slots, out = later[0], later[1], later[2]
+            if type(fn) is Run:
+                written = set(fn.external)
+            elif fn in _INPLACE and slots:
+                written = {slots[0]}
+            else:
+                continue
+            for r, known in list(names.items()):
+                if known & written:
+                    del run.claims[r], names[r]
+            if type(fn) is not Run:
+                for known in names.values():
+                    if slots[0] in known:
+                        known.add(out)
+
+
+def _adds_all(
+    step: tuple[Any, ...],
+    run: list[tuple[Any, ...]],
+    ufuncs: list[tuple[Any, bool]],
+    values: Sequence[Any],
+) -> bool:
+    """Whether ``step`` is the sum of all the elements of a float64 value the run makes,
+    and the run is of exactly rounded arithmetic only."""
+    fn, slots = step[0], step[1]
+    if not getattr(fn, "adds_all", False) or len(slots) != 1:
+        return False
+    v = values[slots[0]]
+    if type(v) is not np.ndarray or v.dtype != np.float64 or not v.flags.c_contiguous:
+        return False
+    return any(s[2] == slots[0] for s in run) and all(u in _EXACT for u, _ in ufuncs)
+
+
+def _halves(n: int, block: int) -> list[tuple[int, int]]:
+    """The pieces NumPy's pairwise sum of ``n`` elements halves them into, halving no
+    piece of at most ``block`` elements further (``block`` >= 128), in order."""
+    pieces = []
+    todo = [(0, n)]
+    while todo:
+        lo, m = todo.pop()
+        if m <= block:
+            pieces.append((lo, lo + m))
+            continue
+        half = m // 2
+        half -= half % 8
+        todo.append((lo + half, m - half))  # the right half after the left
+        todo.append((lo, half))
+    return pieces
+
+
+def _combine(sums: list[Any], n: int, block: int) -> Any:
+    """The pieces' sums (in order) added up the tree :func:`_halves` cut them from, as
+    NumPy adds the halves of a pairwise sum: left + right at every level."""
+    # the tree's nodes, children before their parent: True for a piece, False for the
+    # sum of the two nodes before it
+    order: list[bool] = []
+    todo = [(n, False)]
+    while todo:
+        m, halved = todo.pop()
+        if m <= block or halved:
+            order.append(m <= block)
+            continue
+        half = m // 2
+        half -= half % 8
+        todo.append((m, True))
+        todo.append((m - half, False))
+        todo.append((half, False))
+    stack: list[Any] = []
+    pieces = iter(sums)
+    for piece in order:
+        if piece:
+            stack.append(next(pieces))
+        else:
+            right = stack.pop()
+            stack.append(stack.pop() + right)
+    return stack[0]
