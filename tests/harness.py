@@ -1,6 +1,9 @@
 """Running gradcli from the command-line tests: a real ``python -m gradcli`` process
 (:func:`run`) or typer's CliRunner in-process (:func:`invoke`), both giving a :class:`Run`,
-and :func:`strict_loads` for the JSON they print.
+and :func:`strict_loads` for the JSON they print. A Markdown page's terminal sessions
+(``console`` blocks: ``$ COMMAND`` and what it prints) are read by :func:`console_blocks`
+and run by bash with :func:`run_block`, for the tests that hold a page to its outputs
+(tests/test_readme.py, tests/test_bn_walkthrough.py).
 
 Neither caches nor checks anything by itself: a test module that wants its runs cached
 (``functools.cache``), wider, or free of tracebacks says so in its own thin wrapper.
@@ -157,3 +160,107 @@ def invoke(*args: str, stdin: str | bytes | None = None, columns: int | None = N
     exc = result.exception
     assert exc is None or isinstance(exc, SystemExit), f"uncaught {exc!r}"
     return Run(result.exit_code, result.stdout, result.stderr, args)
+
+
+# --------------------------------------------------------------------------------------
+# A Markdown page's terminal sessions
+# --------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Step:
+    command: str
+    output: str
+
+
+@dataclass(frozen=True)
+class Block:
+    line: int  # where the block starts in its page (1-based)
+    steps: tuple[Step, ...]
+
+
+def code_blocks(text: str) -> list[tuple[int, str, str]]:
+    """``(line, language, body)`` of every fenced code block."""
+    return [
+        (text.count("\n", 0, m.start()) + 1, m.group(1), m.group(2)) for m in _FENCE.finditer(text)
+    ]
+
+
+def console_blocks(text: str, page: str = "README.md") -> list[Block]:
+    """The ``console`` blocks of a page (named ``page`` in messages) as commands and their
+    expected output: a line ``$ COMMAND`` is a command, the lines after it, up to the next
+    ``$`` line or the end of the block, what it prints."""
+    blocks = []
+    for line, language, body in code_blocks(text):
+        if language != "console":
+            continue
+        steps: list[tuple[str, list[str]]] = []
+        for row in body.splitlines():
+            if row.startswith("$ "):
+                steps.append((row[2:], []))
+            else:
+                assert steps, f"{page}:{line}: output before the first `$ ` command"
+                steps[-1][1].append(row)
+        blocks.append(Block(line, tuple(Step(c, "\n".join(out)) for c, out in steps)))
+    return blocks
+
+
+def unchecked_gradcli_lines(text: str) -> list[tuple[int, str]]:
+    """``(line, row)`` of every ``gradcli`` command line in a code block that is not a
+    ``console`` block, where its output would not be checked."""
+    found = []
+    for line, language, body in code_blocks(text):
+        if language == "console":
+            continue
+        for row in body.splitlines():
+            code = row.split("#", 1)[0].strip()
+            if re.match(r"(\S+=\S+ )*gradcli\b", code):
+                found.append((line, row.strip()))
+    return found
+
+
+def normalised(text: str) -> str:
+    """``text`` with trailing white space dropped from each line and trailing blank lines."""
+    return "\n".join(line.rstrip() for line in text.splitlines()).rstrip("\n")
+
+
+def shell_env(folder: Path, columns: int = 80) -> dict[str, str]:
+    """The environment of a shell in which ``gradcli`` is this checkout's ``python -m
+    gradcli`` and ``python`` the interpreter running the tests (wrapper scripts in
+    ``folder/.bin``, first on the PATH), ``columns`` wide, without colour."""
+    bin_dir = folder / ".bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, command in (("gradcli", f'"{sys.executable}" -m gradcli'),
+                          ("python", f'"{sys.executable}"')):  # fmt: skip
+        wrapper = bin_dir / name
+        wrapper.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
+        wrapper.chmod(0o755)
+    env = gradcli_env(columns)
+    env["PATH"] = os.pathsep.join([str(bin_dir), env.get("PATH", "")])
+    return env
+
+
+def run_block(block: Block, folder: Path, columns: int = 80) -> list[tuple[str, str]]:
+    """Run the block's commands by bash in ``folder``, stdout and stderr one pipe:
+    ``(command, output)`` for each. ``$ cd DIR`` moves the block's later commands."""
+    env = shell_env(folder, columns)
+    cwd = folder
+    results = []
+    for step in block.steps:
+        words = step.command.split()
+        if len(words) == 2 and words[0] == "cd":
+            cwd = cwd / words[1]
+            results.append((step.command, ""))
+            continue
+        proc = subprocess.run(
+            ["bash", "-c", step.command],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+        )
+        results.append((step.command, proc.stdout.decode("utf-8")))
+    return results
