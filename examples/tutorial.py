@@ -42,8 +42,8 @@ print("a grad:", a.grad)
 print("b grad:", b.grad)
 
 # 5. Gradients accumulate across backward() calls until zeroed: two backwards through
-#    a*b + b give twice the gradient. PyTorch frees the graph after a backward unless
-#    retain_graph=True (gradcli always keeps it, and accepts the flag).
+#    a*b + b give twice the gradient. A backward frees the graph's saved values unless
+#    retain_graph=True, in gradcli as in PyTorch (a second backward would raise).
 a.grad = None  # forget the clipped gradients (the same as never having any)
 b.grad = None
 c = a * b + b
