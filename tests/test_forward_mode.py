@@ -626,6 +626,11 @@ def test_cli_help_lists_jvp_and_its_examples_run() -> None:
     for command in ("jacobian", "hessian"):
         text = harness.invoke(command, "--help").expect(0).stdout
         assert ("--mode" if command == "jacobian" else "--vector NAME=VALUE") in text
+    # gradcli functions says that the modes use its rules
+    for args in (("functions", "relu"), ("functions", "--help")):
+        text = " ".join(harness.invoke(*args).expect(0).stdout.split())
+        assert "jvp" in text and "jacobian --mode forward" in text, args
+        assert "hessian --vector" in text and "same values at kinks" in text, args
 
 
 # --------------------------------------------------------------------------------------
