@@ -1,11 +1,15 @@
-"""``gradcli.func``: ``torch.func``'s ``jvp``, ``jacfwd`` and ``jacrev`` under their names and
-calling conventions, for scripts run with ``import gradcli as torch`` (docs/api.md,
-"PyTorch's namespaces", "Forward mode and Hessian-vector products").
+"""``gradcli.func``: ``torch.func``'s ``jvp``, ``vjp``, ``jacfwd``, ``jacrev``, ``grad``,
+``grad_and_value`` and ``hessian`` under their names and calling conventions, for scripts
+run with ``import gradcli as torch`` (docs/api.md, "PyTorch's namespaces", "Forward mode
+and Hessian-vector products").
 
 Forward mode is the double-VJP of :mod:`gradcli.autograd.functional`: one backward pass
 recorded with a dummy upstream gradient, then a backward pass of it per tangent.
 ``jacfwd`` makes one such pass per input element and ``jacrev`` one backward pass per output
 element, each the first pass recorded and the others replayed (docs/engine.md, "Replay").
+``vjp``, ``grad`` and ``grad_and_value`` are one backward pass; ``hessian`` differentiates
+each gradient element once more (a pass per output element, then one per input element of
+each), so it is for the small functions of a tutorial, not for large inputs (``gradcli.hvp``).
 Outputs are tensors or tuples of tensors (torch's pytrees beyond that are not taken).
 """
 
@@ -16,12 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from .autograd.backward import grad as _grad
 from .autograd.functional import directional, forward_columns, rows
 from .autograd.state import enable_grad
 from .autograd.tensor import Tensor, const
 
 #: the names torch.func has and gradcli offers
-NAMES = ("jacfwd", "jacrev", "jvp")
+NAMES = ("grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "vjp")
 
 
 def _tuple_of_tensors(x: Any, what: str, fn: str) -> tuple[Tensor, ...]:
@@ -204,6 +209,163 @@ def jacrev(
         return _jacobians(func, args, argnums, has_aux, "jacrev")
 
     return jac
+
+
+def vjp(func: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[Any, ...]:
+    """``(func(*primals), vjp_fn)`` as ``torch.func.vjp``: ``vjp_fn(cotangents)``, the
+    cotangents shaped as the output (a tuple for a tuple of outputs), gives ``vᵀ J`` as a
+    tuple with one tensor per primal; it may be called again. With ``has_aux``, ``func``
+    returns ``(output, aux)`` and the result is ``(output, vjp_fn, aux)``."""
+    for p in primals:
+        if not isinstance(p, Tensor):
+            raise ValueError(f"Thing passed to transform API must be Tensor, got {type(p)}")
+    with enable_grad():
+        leaves = [const(p.data, requires_grad=True) for p in primals]
+        out, aux = _call(func, leaves, has_aux, "vjp")
+        outs, as_tuple = _outputs(out, "vjp")
+
+    def vjp_fn(cotangents: Any) -> tuple[Tensor, ...]:
+        cts = cotangents if as_tuple else (cotangents,)
+        if (
+            not isinstance(cts, (tuple, list))
+            or len(cts) != len(outs)
+            or not all(isinstance(c, Tensor) for c in cts)
+        ):
+            raise RuntimeError(
+                "Expected pytree structure of cotangents to be the same as pytree structure "
+                "of outputs to the function."
+            )
+        parts = [np.zeros(x.shape, dtype=x.dtype) for x in leaves]
+        for o, c in zip(outs, cts, strict=True):
+            if tuple(c.shape) != tuple(o.shape):
+                raise RuntimeError(
+                    f"Mismatch in shape: grad_output has a shape of {list(c.shape)} and "
+                    f"output has a shape of {list(o.shape)}."
+                )
+            if not o.requires_grad:
+                continue
+            with enable_grad():
+                found = _grad(o, leaves, grad_outputs=c.data, retain_graph=True, allow_unused=True)
+            for i, f in enumerate(found):
+                if f is not None:
+                    parts[i] = parts[i] + f.data
+        return tuple(const(p) for p in parts)
+
+    values = tuple(o.detach() for o in outs)
+    result: tuple[Any, ...] = (values if as_tuple else values[0], vjp_fn)
+    return (*result, _aux(aux)) if has_aux else result
+
+
+def _scalar_grads(
+    func: Callable[..., Any], args: Sequence[Any], argnums: int | tuple[int, ...],
+    has_aux: bool, fn: str,
+) -> tuple[Any, Tensor, Any]:  # fmt: skip
+    """The gradient of ``func``'s scalar output w.r.t. the ``argnums`` arguments (a tensor,
+    or a tuple for a tuple of ``argnums``), the output detached, and the aux."""
+    nums, nums_tuple = _argnums(argnums, len(args), fn)
+    for a in nums:
+        if not isinstance(args[a], Tensor):
+            raise ValueError(f"Thing passed to transform API must be Tensor, got {type(args[a])}")
+    with enable_grad():
+        leaves = {a: const(args[a].data, requires_grad=True) for a in nums}
+        out, aux = _call(func, [leaves.get(i, x) for i, x in enumerate(args)], has_aux, fn)
+        if not isinstance(out, Tensor) or out.ndim != 0:
+            dims = f"tensor with {out.ndim} dims" if isinstance(out, Tensor) else type(out).__name__
+            raise RuntimeError(
+                f"{fn}(f)(*args): Expected f(*args) to return a scalar Tensor, got {dims}. "
+                "Maybe you wanted to use the vjp or jacrev APIs instead?"
+            )
+        ins = [leaves[a] for a in nums]
+        found = _grad(out, ins, allow_unused=True) if out.requires_grad else (None,) * len(ins)
+    grads = tuple(
+        const(np.zeros(x.shape, dtype=x.dtype) if f is None else f.data)
+        for x, f in zip(ins, found, strict=True)
+    )
+    return (grads if nums_tuple else grads[0]), out.detach(), _aux(aux)
+
+
+def grad(
+    func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
+    """The function that gives the gradient of ``func``'s scalar output with respect to the
+    ``argnums`` arguments, as ``torch.func.grad`` (with ``has_aux``: ``(grad, aux)``)."""
+
+    def g(*args: Any) -> Any:
+        grads, _, aux = _scalar_grads(func, args, argnums, has_aux, "grad")
+        return (grads, aux) if has_aux else grads
+
+    return g
+
+
+def grad_and_value(
+    func: Callable[..., Any], argnums: int | tuple[int, ...] = 0, has_aux: bool = False
+) -> Callable[..., Any]:
+    """As :func:`grad`, with the value: ``(grad, value)``, with ``has_aux``
+    ``(grad, (value, aux))``, as ``torch.func.grad_and_value``."""
+
+    def g(*args: Any) -> Any:
+        grads, value, aux = _scalar_grads(func, args, argnums, has_aux, "grad_and_value")
+        return (grads, (value, aux)) if has_aux else (grads, value)
+
+    return g
+
+
+def _onehot(shape: tuple[int, ...], i: int, dtype: Any) -> np.ndarray:
+    seed = np.zeros(int(np.prod(shape)), dtype=dtype)
+    seed[i] = 1.0
+    return seed.reshape(shape)
+
+
+def hessian(func: Callable[..., Any], argnums: int | tuple[int, ...] = 0) -> Callable[..., Any]:
+    """The function that gives ``func``'s Hessian with respect to the ``argnums`` arguments,
+    ``output.shape + input.shape + input.shape``, as ``torch.func.hessian`` (its
+    ``jacfwd(jacrev(func))``): nested tuples ``H[a][b]`` for a tuple of ``argnums``. Each
+    gradient element is differentiated again, so this is for small inputs."""
+
+    def h(*args: Any) -> Any:
+        nums, nums_tuple = _argnums(argnums, len(args), "hessian")
+        for a in nums:
+            if not isinstance(args[a], Tensor):
+                raise RuntimeError(f"hessian: argument {a} to differentiate is not a Tensor")
+        with enable_grad():
+            leaves = {a: const(args[a].data, requires_grad=True) for a in nums}
+            out, _ = _call(func, [leaves.get(i, x) for i, x in enumerate(args)], False, "hessian")
+            if not isinstance(out, Tensor):
+                raise RuntimeError("hessian(f, ...): expected f(*args) to return a Tensor")
+            ins = [leaves[a] for a in nums]
+            n_out, shape_out = out.numel(), tuple(out.shape)
+            blocks = [
+                [np.zeros((n_out, x.numel(), y.numel()), dtype=out.dtype) for y in ins] for x in ins
+            ]
+            for r in range(n_out if out.requires_grad else 0):
+                seed = _onehot(shape_out, r, out.dtype)
+                firsts = _grad(
+                    out, ins, grad_outputs=seed, create_graph=True, retain_graph=True,
+                    allow_unused=True,
+                )  # fmt: skip
+                for a, g in enumerate(firsts):
+                    if g is None or not g.requires_grad:
+                        continue
+                    for c in range(g.numel()):
+                        seconds = _grad(
+                            g, ins, grad_outputs=_onehot(tuple(g.shape), c, g.dtype),
+                            retain_graph=True, allow_unused=True,
+                        )  # fmt: skip
+                        for b, s in enumerate(seconds):
+                            if s is not None:
+                                blocks[a][b][r, c] = s.data.ravel()
+        result = tuple(
+            tuple(
+                const(blocks[a][b].reshape(shape_out + tuple(x.shape) + tuple(y.shape)))
+                for b, y in enumerate(ins)
+            )
+            for a, x in enumerate(ins)
+        )
+        if nums_tuple:
+            return result
+        return result[0][0]
+
+    return h
 
 
 __all__ = list(NAMES)

@@ -335,7 +335,9 @@ Examples:
 FUNCTIONS_HELP = """List every function of the language with its signature and derivative rule.
 
 The table is generated from the registry the evaluator uses, and the derivative column
-from the engine's rule table, so it is always what gradcli computes.
+from the engine's rule table, so it is always what gradcli computes. Forward mode (jvp,
+jacobian --mode forward) and Hessian-vector products (hessian --vector) are built from the
+same rules, so every function has them, with the same values at kinks.
 
 \b
 Examples:

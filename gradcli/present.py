@@ -226,8 +226,16 @@ def make_console(stderr: bool = False) -> Console:
 
 
 def print_functions(functions: Iterable[Any], console: Console) -> None:
-    """The table of ``gradcli functions``: name (and aliases), signature, meaning, derivative."""
-    table = Table(title="gradcli functions", box=box.SIMPLE_HEAD)
+    """The table of ``gradcli functions``: name (and aliases), signature, meaning, derivative;
+    its caption says that forward mode and H v use the same rules (docs/commands.md, "jvp")."""
+    table = Table(
+        title="gradcli functions",
+        box=box.SIMPLE_HEAD,
+        caption=Text(
+            "forward mode (gradcli jvp, jacobian --mode forward) and Hessian-vector products "
+            "(hessian --vector) use these rules too, with the same values at kinks"
+        ),
+    )
     table.add_column("function", no_wrap=True, style="bold")
     table.add_column("signature", overflow="fold")
     table.add_column("what it computes", overflow="fold")
@@ -235,7 +243,7 @@ def print_functions(functions: Iterable[Any], console: Console) -> None:
     for f in functions:
         name = f.name + (f" ({', '.join(f.aliases)})" if f.aliases else "")
         table.add_row(Text(name), Text(f.signature), Text(f.summary), Text(f.derivative))
-    _show(console, table)
+    _show(console, _captioned(table))
 
 
 # --------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 TUTORIAL_PY = EXAMPLES / "tutorial.py"
 TUTORIAL_SH = EXAMPLES / "tutorial.sh"
+TORCH_FUNCTIONS_PY = EXAMPLES / "torch_functions.py"
 
 # `python examples/tutorial.py` with `import torch` instead of `import gradcli as torch`.
 TORCH_PRINTS = """\
@@ -67,7 +68,9 @@ def _run(cmd: list[str], **extra: str) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-@pytest.mark.parametrize("path", [TUTORIAL_PY, TUTORIAL_SH], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [TUTORIAL_PY, TUTORIAL_SH, TORCH_FUNCTIONS_PY], ids=lambda p: p.name
+)
 def test_examples_are_executable_scripts(path: Path) -> None:
     assert os.access(path, os.X_OK), f"{path} is not executable"
     assert path.read_text("utf-8").startswith("#!")
@@ -102,6 +105,72 @@ def test_tutorial_py_under_real_torch(tmp_path: Path) -> None:
     script.write_text(source.replace("import gradcli as torch", "import torch"), "utf-8")
     out = _run([sys.executable, str(script)]).stdout
     assert out.splitlines() == TORCH_PRINTS.splitlines()
+
+
+# --------------------------------------------------------------------------------------
+# torch_functions.py (issue 17, item 4)
+# --------------------------------------------------------------------------------------
+
+#: `python examples/torch_functions.py` with torch's two imports, torch 2.13 (CPU): each
+#: line a name and the tensor's numbers rounded to 9 decimals
+TORCH_FUNCTIONS_PRINTS = """\
+loss [64.540074169]
+x.grad [12.34309149, 6.508253973, 14.016704775, 6.93780361, 7.011917967, 7.187253979]
+W.grad[0] [6.635498133, 8.393969811, 0.593852964]
+W.grad[1] [2.090132765, -8.333321647, 0.166789414]
+W.grad[2] [13.985419886, 18.693069847, -4.469857678]
+jvp out [0.185373427, -0.138083604, 2.484475837]
+jvp tangent [0.732327767, -0.117953596, 1.037611086]
+vjp [1.03126091, 0.267344347, 0.002178284]
+grad [0.64778001, 0.018001888, 1.099401111]
+jacfwd [1.0, 0.0, 0.0, -1.2, 0.3, -0.0, -3.0, 0.75, -0.36]
+jacrev [0.591715976, 0.0, 0.0, 0.0, 0.20661157, 0.0, 0.0, 0.0, 0.081632653]
+hessian [0.934946402, 0.0, 0.0, 0.0, 2.585485373, 0.0, 0.0, 0.0, 2.313235826]
+hvp [0.728450728, 0.108744191, -0.074495277]
+"""
+TORCH_FUNCTIONS_IMPORTS = (
+    ("import gradcli as torch", "import torch"),
+    ("import gradcli.nn.functional as F", "import torch.nn.functional as F"),
+)
+
+
+def _printed_numbers(text: str) -> dict[str, list[float]]:
+    rows = (line.split(" [", 1) for line in text.splitlines() if line)
+    return {name: json.loads("[" + rest) for name, rest in rows}
+
+
+def _same_numbers(ours: str, theirs: str) -> None:
+    """The same lines, and numbers equal to 1e-8 (each printed rounded to 9 decimals, so
+    a last digit may differ where the libraries round the 16th differently)."""
+    mine, ref = _printed_numbers(ours), _printed_numbers(theirs)
+    assert list(mine) == list(ref)
+    for name, want in ref.items():
+        assert len(mine[name]) == len(want), name
+        for a, b in zip(mine[name], want, strict=True):
+            assert a == pytest.approx(b, rel=1e-8, abs=2e-9), name
+
+
+def test_torch_functions_py_prints_what_pytorch_prints() -> None:
+    _same_numbers(_run([sys.executable, str(TORCH_FUNCTIONS_PY)]).stdout, TORCH_FUNCTIONS_PRINTS)
+
+
+def test_torch_functions_py_is_pytorch_code_after_its_imports() -> None:
+    source = TORCH_FUNCTIONS_PY.read_text("utf-8")
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    lines = {t.start[0] for t in tokens if t.type == tokenize.NAME and t.string == "gradcli"}
+    assert [source.splitlines()[n - 1] for n in sorted(lines)] == [
+        ours for ours, _ in TORCH_FUNCTIONS_IMPORTS
+    ]
+
+
+def test_torch_functions_py_under_real_torch(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    source = TORCH_FUNCTIONS_PY.read_text("utf-8")
+    for ours, theirs in TORCH_FUNCTIONS_IMPORTS:
+        source = source.replace(ours, theirs)
+    script = tmp_path / "torch_functions_torch.py"
+    script.write_text(source, "utf-8")
+    _same_numbers(_run([sys.executable, str(script)]).stdout, TORCH_FUNCTIONS_PRINTS)
 
 
 # --------------------------------------------------------------------------------------

@@ -12,11 +12,13 @@ skipped where torch is not installed.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 from gradcheck import check_grads
 from samplers import rng_for
+from test_higher_order import check_hessian
 
 import gradcli
 import gradcli.nn.functional as F
@@ -316,6 +318,30 @@ def test_options_in_the_language(program: str, want: list[float]) -> None:
 def test_kinked_functions_away_from_zero_against_finite_differences(f, x) -> None:
     check_grads(f, np.array(x))
     check_grads(f, np.array(x).reshape(2, 2))
+
+
+@pytest.mark.parametrize(
+    ("name", "f"),
+    [
+        ("erf", E.erf),
+        ("gelu", E.gelu),
+        ("gelu-tanh", lambda t: E.gelu(t, approximate="tanh")),
+        ("silu", E.silu),
+        ("softsign", E.softsign),
+        ("logaddexp-with-0", lambda t: E.logaddexp(t, E.tensor(0.0))),
+    ],
+)
+def test_smooth_functions_at_zero_and_large_arguments_against_finite_differences(
+    name: str, f: Any
+) -> None:
+    """The awkward points of the smooth ones: 0, and |x| where exp(-x^2), sigmoid or the
+    tanh form saturate; first derivatives (as a vector and as a 2 x 3 matrix) and second
+    (through check_hessian) against central differences in float64."""
+    x = np.array([-40.0, -8.0, -0.0, 0.0, 8.0, 40.0])
+    check_grads(f, x, name=name)
+    check_grads(f, x.reshape(2, 3), name=f"{name} 2x3")
+    if name != "softsign":  # its derivative 1 / (1 + |x|)^2 has a kink at 0
+        check_hessian(f, x, name=name)
 
 
 # --------------------------------------------------------------------------------------------
@@ -627,7 +653,17 @@ def _same(ours, theirs, what, rtol=1e-13) -> None:
 
 @pytest.mark.parametrize(
     "name",
-    ["erf", "gelu", "gelu-tanh", "leaky_relu", "leaky_relu-0.2", "elu", "elu-2.5", "softsign"],
+    [
+        "erf",
+        "gelu",
+        "gelu-tanh",
+        "leaky_relu",
+        "leaky_relu-0.2",
+        "elu",
+        "elu-2.5",
+        "softsign",
+        "silu",
+    ],
 )
 def test_elementwise_at_awkward_points_as_torch(name: str) -> None:
     torch = _torch()
@@ -644,6 +680,7 @@ def test_elementwise_at_awkward_points_as_torch(name: str) -> None:
         "elu": (E.elu, tf.elu),
         "elu-2.5": (lambda t: E.elu(t, alpha=2.5), lambda t: tf.elu(t, alpha=2.5)),
         "softsign": (E.softsign, tf.softsign),
+        "silu": (E.silu, tf.silu),
     }[name]
     values = AWKWARD
     if name == "gelu-tanh":  # torch's formula overflows x^3 at |x| = 40 only in float32

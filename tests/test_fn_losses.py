@@ -123,13 +123,13 @@ def _indices(rng: np.random.Generator, shape: tuple[int, ...], c: int, ignored: 
 
 
 def _case_difference(name, ref, shapes, **kw):
-    def make(rng, reduction):
+    def make(rng, reduction, lib=None):
         x, t = real()(rng, shapes[0]), real()(rng, shapes[1])
         if name == "huber_loss":  # away from the joint |d| = delta
             d = np.broadcast_arrays(x, t)
             far = np.abs(np.abs(d[0] - d[1]) - kw.get("delta", 1.0)) > 0.05
             t = t if far.all() else t + 0.11
-        f = gradcli.autograd.FUNCTIONS[name].call
+        f = gradcli.autograd.FUNCTIONS[name].call if lib is None else getattr(lib, name)
         return (
             lambda a, b: f(a, b, reduction=reduction, **kw),
             [x, t],
@@ -141,17 +141,18 @@ def _case_difference(name, ref, shapes, **kw):
 
 
 def _case_bce(shape, weight_shape=None):
-    def make(rng, reduction):
+    def make(rng, reduction, lib=None):
+        bce = (lib or E).binary_cross_entropy
         x, t = _probs(rng, shape), rng.uniform(0.0, 1.0, shape)
         arrays, wrt = [x, t], [0, 1]
         if weight_shape is None:
             return (
-                lambda a, b: E.binary_cross_entropy(a, b, reduction=reduction),
+                lambda a, b: bce(a, b, reduction=reduction),
                 arrays, wrt, _reduce(np_bce(x, t), reduction),
             )  # fmt: skip
         w = rng.uniform(0.5, 2.0, weight_shape)
         return (
-            lambda a, b, c: E.binary_cross_entropy(a, b, c, reduction=reduction),
+            lambda a, b, c: bce(a, b, c, reduction=reduction),
             [x, t, w], [0, 1, 2], _reduce(np_bce(x, t, w), reduction),
         )  # fmt: skip
 
@@ -159,7 +160,8 @@ def _case_bce(shape, weight_shape=None):
 
 
 def _case_bce_logits(shape, weight=None, pos_weight=None):
-    def make(rng, reduction):
+    def make(rng, reduction, lib=None):
+        bce_logits = (lib or E).binary_cross_entropy_with_logits
         x, t = real(-4, 4)(rng, shape), rng.uniform(0.0, 1.0, shape)
         arrays = [x, t]
         w = None if weight is None else rng.uniform(0.5, 2.0, weight)
@@ -170,7 +172,7 @@ def _case_bce_logits(shape, weight=None, pos_weight=None):
             it = iter(rest)
             wa = next(it) if w is not None else None
             pa = next(it) if pw is not None else None
-            return E.binary_cross_entropy_with_logits(a, b, wa, reduction=reduction, pos_weight=pa)
+            return bce_logits(a, b, wa, reduction=reduction, pos_weight=pa)
 
         ref = np_bce_logits(x, t, 1.0 if w is None else w, 1.0 if pw is None else pw)
         return f, arrays + extra, list(range(2 + len(extra))), _reduce(ref, reduction)
@@ -181,7 +183,7 @@ def _case_bce_logits(shape, weight=None, pos_weight=None):
 def _case_classes(fn, shape, weighted=False, ignored=0, smoothing=0.0, ignore_index=-100):
     """cross_entropy (of logits) or nll_loss (of log-probabilities) with class indices."""
 
-    def make(rng, reduction):
+    def make(rng, reduction, lib=None):
         axis = 0 if len(shape) == 1 else 1
         c = shape[axis]
         x = real(-3, 3)(rng, shape)
@@ -199,7 +201,7 @@ def _case_classes(fn, shape, weighted=False, ignored=0, smoothing=0.0, ignore_in
         else:
             logp = x
         ref = np_nll(logp, t, w, ignore_index, reduction, smoothing)
-        call = gradcli.autograd.FUNCTIONS[fn].call
+        call = gradcli.autograd.FUNCTIONS[fn].call if lib is None else getattr(lib, fn)
         if w is None:
             return (lambda a, b: call(a, b, **kw)), [x, t], [0], ref
         return (lambda a, b, ww: call(a, b, ww, **kw)), [x, t, w], [0, 2], ref
@@ -208,7 +210,8 @@ def _case_classes(fn, shape, weighted=False, ignored=0, smoothing=0.0, ignore_in
 
 
 def _case_probs(shape, weighted=False, smoothing=0.0):
-    def make(rng, reduction):
+    def make(rng, reduction, lib=None):
+        ce = (lib or E).cross_entropy
         axis = 0 if len(shape) == 1 else 1
         x = real(-3, 3)(rng, shape)
         p = rng.dirichlet(np.ones(shape[axis]), size=int(np.prod(shape)) // shape[axis])
@@ -217,8 +220,8 @@ def _case_probs(shape, weighted=False, smoothing=0.0):
         ref = np_cross_entropy_probs(x, p, w, reduction, smoothing)
         kw = {"reduction": reduction, "label_smoothing": smoothing}
         if w is None:
-            return (lambda a, b: E.cross_entropy(a, b, **kw)), [x, p], [0, 1], ref
-        return (lambda a, b, ww: E.cross_entropy(a, b, ww, **kw)), [x, p, w], [0, 1, 2], ref
+            return (lambda a, b: ce(a, b, **kw)), [x, p], [0, 1], ref
+        return (lambda a, b, ww: ce(a, b, ww, **kw)), [x, p, w], [0, 1, 2], ref
 
     return make
 
@@ -285,6 +288,69 @@ def test_values_and_first_derivatives(case: str, reduction: str) -> None:
     what = f"{case}, reduction={reduction}"
     out = check_grads(f, *arrays, wrt=wrt, name=what)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-14, err_msg=what)
+
+
+def _torch_grads(torch, f, arrays, wrt, upstream):
+    """torch's value and the gradients of ``sum(upstream * value)`` for the arguments in
+    ``wrt`` that torch differentiates (None for one it does not: the class weights of
+    nll_loss and of cross_entropy with class indices, binary_cross_entropy's weight)."""
+    grads: list[Any] = []
+    value = None
+    for i in wrt:
+        ts = [torch.tensor(a, dtype=torch.float64, requires_grad=(j == i)) for j, a in
+              enumerate(arrays)]  # fmt: skip
+        try:
+            out = f(*ts)
+            (g,) = torch.autograd.grad((out * torch.tensor(upstream)).sum(), [ts[i]])
+        except RuntimeError as err:
+            assert "not implemented" in str(err) or "not differentiable" in str(err), err
+            grads.append(None)
+            continue
+        value = out.detach().numpy()
+        grads.append(g.numpy())
+    return value, grads
+
+
+@pytest.mark.filterwarnings("ignore:Using a target size:UserWarning")  # torch's, broadcasting
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_values_and_first_derivatives_against_torch(case: str, reduction: str) -> None:
+    """Every case above, every reduction, at ordinary points: the value and the gradient
+    (of a random weighting of the output) equal torch.nn.functional's in float64."""
+    torch = pytest.importorskip("torch")
+    import test_vs_torch as vt
+
+    class TorchLosses(vt.TorchNS):
+        """Class indices (a target not of the input's shape) as torch's int64."""
+
+        @staticmethod
+        def cross_entropy(x: Any, t: Any, *args: Any, **kw: Any) -> Any:
+            t = t if t.shape == x.shape else t.long()
+            return torch.nn.functional.cross_entropy(x, t, *args, **kw)
+
+        @staticmethod
+        def nll_loss(x: Any, t: Any, *args: Any, **kw: Any) -> Any:
+            return torch.nn.functional.nll_loss(x, t.long(), *args, **kw)
+
+    f, arrays, wrt, _ = CASES[case](rng_for("losses", case), reduction)
+    tf, tarrays, _, _ = CASES[case](rng_for("losses", case), reduction, TorchLosses)
+    for a, b in zip(arrays, tarrays, strict=True):
+        np.testing.assert_array_equal(a, b)  # the same draws for both libraries
+    what = f"{case}, reduction={reduction}"
+    ts = [E.tensor(a, requires_grad=(i in wrt)) for i, a in enumerate(arrays)]
+    out = f(*ts)
+    upstream = rng_for("losses-upstream", case).standard_normal(out.shape)
+    grads = E.grad(E.sum(out * E.tensor(upstream)), [ts[i] for i in wrt], allow_unused=True)
+    value, theirs = _torch_grads(torch, tf, arrays, wrt, upstream)
+    np.testing.assert_allclose(out.data, value, rtol=1e-13, atol=1e-15, err_msg=what)
+    compared = 0
+    for i, g, t in zip(wrt, grads, theirs, strict=True):
+        if t is None:
+            continue
+        mine = np.zeros_like(arrays[i]) if g is None else g.data
+        np.testing.assert_allclose(mine, t, rtol=1e-12, atol=1e-15, err_msg=f"{what}: argument {i}")
+        compared += 1
+    assert compared >= 1, what
 
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)

@@ -195,7 +195,22 @@ KINKS: list[tuple[str, list[float], list[float], Any]] = [
     ("where(x > 0, sqrt(x), 0)", [0.0, 4.0], [1.0, 1.0], [0.0, 0.25]),
     ("sigmoid(x) + softplus(x)", [1000.0, -1000.0], [1.0, 1.0], [1.0, 0.0]),
     ("logsumexp(x)", [1000.0, 1000.0], [1.0, 3.0], 2.0),
-]
+    # issue 17's functions at their kinks and awkward points, as in reverse mode
+    # (docs/conventions.md): leaky_relu'(0) = negative_slope, elu'(0) = alpha, l1_loss at
+    # input == target 0, huber_loss at |d| = delta the quadratic side's d, logaddexp's tie 1/2
+    ("leaky_relu(x) + leaky_relu(x, 0.2)", [0.0, -1.0, 2.0], [1.0, 1.0, 1.0], [0.21, 0.21, 2.0]),
+    ("elu(x) + elu(x, 2.5)", [0.0, -1.0, 2.0], [1.0, 1.0, 1.0], [3.5, 3.5 / math.e, 2.0]),
+    ("gelu(x) + erf(x)", [0.0, 40.0, -40.0], [1.0, 1.0, 1.0],
+     [0.5 + 2 / math.sqrt(math.pi), 1.0, 0.0]),
+    ('gelu(x, approximate="tanh")', [0.0, 40.0, -40.0], [1.0, 1.0, 1.0], [0.5, 1.0, 0.0]),
+    ("softsign(x)", [0.0, 1.0], [1.0, 1.0], [1.0, 0.25]),
+    ("logaddexp(x, 1)", [1.0, 0.0], [1.0, 1.0], [0.5, 1 / (1 + math.e)]),
+    ("cumprod(x)", [2.0, 0.0, 3.0], [1.0, 1.0, 1.0], [1.0, 2.0, 6.0]),
+    ('l1_loss(x, 1, reduction="sum")', [1.0, 0.0, 2.0], [1.0, 2.0, 4.0], 2.0),
+    ('huber_loss(x, 0, reduction="sum")', [1.0, -1.0, 0.5, 2.0], [1.0, 2.0, 4.0, 8.0], 9.0),
+    ('binary_cross_entropy(x, [0, 1, 1, 0], reduction="none")', [0.0, 1.0, 0.5, 0.5],
+     [1.0, 1.0, 1.0, 1.0], [0.0, 0.0, -2.0, 2.0]),
+]  # fmt: skip
 
 
 @pytest.mark.parametrize("expr,x,t,expected", KINKS, ids=[k[0] for k in KINKS])
@@ -364,7 +379,6 @@ def test_torch_style_namespaces() -> None:
     np.testing.assert_array_equal(vh.numpy(), 6 * x.data)
     _, jv = F.jvp(lambda a: a * 3, torch.tensor(2.0))  # v may be None for one element
     assert float(jv) == 3.0
-
     with pytest.raises(RuntimeError, match="Expected primals to be a tuple"):
         torch.func.jvp(torch.sin, x, (x,))
     with pytest.raises(RuntimeError, match="same shape"):
@@ -375,8 +389,124 @@ def test_torch_style_namespaces() -> None:
         F.jvp(torch.sin, x)
     with pytest.raises(TypeError, match="Tensor or a tuple of Tensors"):
         F.jvp(torch.sin, [1.0, 2.0], x)
-    assert gradcli.func.NAMES == ("jacfwd", "jacrev", "jvp")
     assert gradcli.jvp is analysis.jvp and gradcli.hvp is analysis.hvp
+
+
+def test_func_vjp_grad_and_hessian() -> None:
+    """torch.func's vjp, grad, grad_and_value and hessian: their calling conventions and
+    numbers, checked against the closed forms (torch's numbers are compared below)."""
+    torch = gradcli
+    x = torch.tensor([0.5, 1.0, 2.0])
+    out, vjp_fn = torch.func.vjp(torch.sin, x)
+    np.testing.assert_array_equal(out.numpy(), np.sin(x.data))
+    (g,) = vjp_fn(torch.ones(3))
+    np.testing.assert_array_equal(g.numpy(), np.cos(x.data))
+    (g2,) = vjp_fn(torch.tensor([2.0, 0.0, 1.0]))  # vjp_fn may be called again
+    np.testing.assert_array_equal(g2.numpy(), np.cos(x.data) * [2.0, 0.0, 1.0])
+    # several primals, a tuple of outputs, an output not reached, and aux
+    out, vjp_fn, aux = torch.func.vjp(
+        lambda a, b: ((a * b, a + 1.0), a.sum()), x, x + 1.0, has_aux=True
+    )
+    ga, gb = vjp_fn((torch.ones(3), torch.ones(3)))
+    np.testing.assert_array_equal(ga.numpy(), x.data + 2.0)
+    np.testing.assert_array_equal(gb.numpy(), x.data)
+    assert float(aux) == 3.5 and not aux.requires_grad
+    with pytest.raises(RuntimeError, match="pytree structure of cotangents"):
+        vjp_fn(torch.ones(3))
+    _, vjp_fn = torch.func.vjp(lambda a: a * 2.0, x)
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        vjp_fn(torch.ones(2))
+    _, vjp_fn = torch.func.vjp(lambda a, b: a * 2.0, x, x)
+    assert [t.numpy().tolist() for t in vjp_fn(torch.ones(3))] == [[2.0] * 3, [0.0] * 3]
+
+    f = lambda a, b: (a * a * b).sum()  # noqa: E731
+    y = torch.tensor([3.0, -1.0, 0.5])
+    np.testing.assert_array_equal(torch.func.grad(f)(x, y).numpy(), 2 * x.data * y.data)
+    ga, gb = torch.func.grad(f, argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(gb.numpy(), x.data**2)
+    g, value = torch.func.grad_and_value(f, argnums=1)(x, y)
+    np.testing.assert_array_equal(g.numpy(), x.data**2)
+    assert float(value) == pytest.approx(float(np.sum(x.data**2 * y.data)))
+    g, (value, aux) = torch.func.grad_and_value(lambda a: ((a**2).sum(), a * 2), has_aux=True)(x)
+    np.testing.assert_array_equal(aux.numpy(), 2 * x.data)
+    g, aux = torch.func.grad(lambda a: ((a**2).sum(), "aux"), has_aux=True)(x)
+    assert aux == "aux"
+    with pytest.raises(RuntimeError, match="Expected f\\(\\*args\\) to return a scalar Tensor"):
+        torch.func.grad(torch.sin)(x)
+    with pytest.raises(ValueError, match="must be Tensor"):
+        torch.func.grad(f)([1.0, 2.0, 3.0], y)
+    # an input the output does not depend on: zeros, as torch
+    np.testing.assert_array_equal(torch.func.grad(lambda a, b: b.sum())(x, y).numpy(), [0.0] * 3)
+
+    H = torch.func.hessian(lambda a: (a**3).sum())(x)
+    np.testing.assert_array_equal(H.numpy(), np.diag(6 * x.data))
+    H = torch.func.hessian(lambda a: a**3)(x)  # a vector output: output.shape + 2 x input
+    assert H.shape == (3, 3, 3)
+    np.testing.assert_array_equal(H.numpy()[1, 1, 1], 6 * x.data[1])
+    (haa, hab), (hba, hbb) = torch.func.hessian(f, argnums=(0, 1))(x, y)
+    np.testing.assert_array_equal(haa.numpy(), np.diag(2 * y.data))
+    np.testing.assert_array_equal(hab.numpy(), np.diag(2 * x.data))
+    np.testing.assert_array_equal(hbb.numpy(), np.zeros((3, 3)))
+    np.testing.assert_array_equal(hba.numpy(), hab.numpy().T)
+    assert sorted(torch.func.NAMES) == [
+        "grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "vjp",
+    ]  # fmt: skip
+
+
+@needs_torch
+def test_func_names_are_torchs() -> None:
+    torch = _torch()
+    for name in gradcli.func.NAMES:
+        assert hasattr(torch.func, name), name
+    for name in gradcli.autograd.functional.NAMES:
+        assert hasattr(torch.autograd.functional, name), name
+
+
+@needs_torch
+def test_func_vjp_grad_and_hessian_against_torch() -> None:
+    """``gradcli.func``'s vjp, grad, grad_and_value and hessian against ``torch.func``'s in
+    float64, through issue 17's functions (a tutorial's loss of a small network)."""
+    torch = _torch()
+    import test_vs_torch as vt
+
+    def loss(m: Any, W: Any, b: Any) -> Any:
+        h = m.gelu(W @ m.tensor([0.5, -1.0, 2.0]) + b)
+        sign_logdet = m.slogdet(m.reshape(W, (2, 3)) @ m.transpose(m.reshape(W, (2, 3))))
+        return (
+            m.cross_entropy(m.reshape(h, (1, 2)), m.tensor([1.0]))
+            + m.mse_loss(m.softsign(h), m.tensor([0.1, 0.2]))
+            + sign_logdet[1] * 0.1
+        )
+
+    def net(m: Any, W: Any, b: Any) -> Any:
+        return m.leaky_relu(m.cumsum(W @ m.tensor([0.5, -1.0, 2.0]) + b, 0), 0.1)
+
+    rng = np.random.default_rng(5)
+    W, b = rng.standard_normal((2, 3)), rng.standard_normal(2)
+    ours = (gradcli.tensor(W), gradcli.tensor(b))
+    theirs = (torch.tensor(W), torch.tensor(b))
+    for f in (loss, net):
+        o_out, o_fn = gradcli.func.vjp(lambda *a, f=f: f(gradcli, *a), *ours)
+        t_out, t_fn = torch.func.vjp(lambda *a, f=f: f(vt.TorchNS, *a), *theirs)
+        np.testing.assert_allclose(o_out.numpy(), t_out.numpy(), rtol=1e-13)
+        ct = rng.standard_normal(tuple(t_out.shape))
+        for o, t in zip(o_fn(gradcli.tensor(ct)), t_fn(torch.tensor(ct)), strict=True):
+            np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-12, atol=1e-14)
+        o_h = gradcli.func.hessian(lambda *a, f=f: f(gradcli, *a), argnums=(0, 1))(*ours)
+        t_h = torch.func.hessian(lambda *a, f=f: f(vt.TorchNS, *a), argnums=(0, 1))(*theirs)
+        for o_row, t_row in zip(o_h, t_h, strict=True):
+            for o, t in zip(o_row, t_row, strict=True):
+                assert o.shape == tuple(t.shape)
+                np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-10, atol=1e-12)
+    for argnums in (0, 1, (0, 1)):
+        o_g, o_v = gradcli.func.grad_and_value(lambda *a: loss(gradcli, *a), argnums=argnums)(*ours)
+        t_g, t_v = torch.func.grad_and_value(lambda *a: loss(vt.TorchNS, *a), argnums=argnums)(
+            *theirs
+        )
+        np.testing.assert_allclose(float(o_v), float(t_v), rtol=1e-13)
+        pairs = zip(o_g, t_g, strict=True) if isinstance(argnums, tuple) else [(o_g, t_g)]
+        for o, t in pairs:
+            np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-12, atol=1e-14)
 
 
 def test_create_graph_keeps_the_callers_graph() -> None:
@@ -496,6 +626,11 @@ def test_cli_help_lists_jvp_and_its_examples_run() -> None:
     for command in ("jacobian", "hessian"):
         text = harness.invoke(command, "--help").expect(0).stdout
         assert ("--mode" if command == "jacobian" else "--vector NAME=VALUE") in text
+    # gradcli functions says that the modes use its rules
+    for args in (("functions", "relu"), ("functions", "--help")):
+        text = " ".join(harness.invoke(*args).expect(0).stdout.split())
+        assert "jvp" in text and "jacobian --mode forward" in text, args
+        assert "hessian --vector" in text and "same values at kinks" in text, args
 
 
 # --------------------------------------------------------------------------------------
@@ -591,7 +726,30 @@ AWKWARD: list[tuple[str, Any, list[float]]] = [
     ("std-var-constant", lambda m, x: m.std(x) + m.var(x), [1.0, 1.0, 1.0]),
     ("arctan2-origin", lambda m, x: m.arctan2(x, x), [0.0, 1.0]),
     ("log-zero", lambda m, x: m.log(x), [0.0, 1.0]),
-]
+    # issue 17's functions at their kinks and awkward points
+    ("leaky_relu-zero", lambda m, x: m.leaky_relu(x) + m.leaky_relu(x, 0.2),
+     [0.0, -0.0, -1.0, 1.0]),
+    ("elu-zero", lambda m, x: m.elu(x) + m.elu(x, alpha=2.5), [0.0, -0.0, -1.0, 1.0]),
+    ("gelu-erf-zero-and-large",
+     lambda m, x: m.gelu(x) + m.gelu(x, approximate="tanh") + m.erf(x),
+     [0.0, -6.0, 6.0, 40.0, -40.0]),
+    ("softsign-zero", lambda m, x: m.softsign(x), [0.0, -0.0, 1.0]),
+    ("logaddexp-ties", lambda m, x: m.logaddexp(x, m.flip(x, axis=0)), [1.0, 2.0, 1.0]),
+    ("cumprod-zeros", lambda m, x: m.cumprod(x, 0), [2.0, 0.0, 3.0, 0.0, 5.0]),
+    ("l1_loss-ties", lambda m, x: m.l1_loss(x, m.tensor([1.0, 0.0, 2.0])), [1.0, 0.0, 3.0]),
+    ("huber_loss-joint",
+     lambda m, x: m.huber_loss(x, m.tensor([0.0, 0.0, 0.0, 0.0]), reduction="sum"),
+     [1.0, -1.0, 0.5, 2.0]),
+    ("bce-at-0-and-1",
+     lambda m, x: m.binary_cross_entropy(x, m.tensor([0.0, 1.0, 1.0, 0.0]), reduction="none"),
+     [0.0, 1.0, 0.5, 0.5]),
+    ("bce-logits-large",
+     lambda m, x: m.binary_cross_entropy_with_logits(x, m.tensor([0.0, 1.0, 1.0, 0.0])),
+     [1000.0, -1000.0, 0.0, 40.0]),
+    ("cross_entropy-large",
+     lambda m, x: m.cross_entropy(m.reshape(x, (2, 3)), m.tensor([0.0, 2.0]), reduction="sum"),
+     [1000.0, -1000.0, 0.0, -1000.0, 1000.0, 999.0]),
+]  # fmt: skip
 
 
 @needs_torch
