@@ -102,7 +102,8 @@ class Run:
     """Consecutive elementwise steps replayed block by block (see the module's text)."""
 
     __slots__ = ("block", "bounds", "claims", "dead", "external", "locals", "made", "outs",
-                 "reads", "shape", "size", "steps", "total", "unfused")  # fmt: skip
+                 "parts", "reads", "shape", "size", "split", "steps", "total",
+                 "unfused")  # fmt: skip
 
     def __init__(
         self,
@@ -112,12 +113,23 @@ class Run:
         keep: set[int],
         pooled: dict[int, tuple[Any, ...]],
         total: tuple[Any, ...] | None = None,
+        quiet: list[tuple[Any, ...]] | None = None,
+        quiet_ufuncs: list[tuple[Any, bool]] | None = None,
     ) -> None:
         first = values[steps[0][2]]
         self.shape: tuple[int, ...] = first.shape
         self.size = int(first.size)
+        #: what the run was made of, for merge(): its steps, their ufuncs, its sum
+        self.parts = (steps, ufuncs, total)
         #: the steps as the plain replay runs them, for arrays laid out otherwise
-        self.unfused = steps if total is None else [*steps, total]
+        self.unfused = [*steps, *([total] if total is not None else [])]
+        #: the number of steps before the sum is taken in each block; steps after the
+        #: first ``len(steps)`` are backward's (``quiet``), whose errors are not counted
+        self.split = len(steps)
+        if quiet:
+            self.unfused += [(Quietly(step[0]), *step[1:]) for step in quiet]
+            steps = [*steps, *quiet]
+            ufuncs = [*ufuncs, *(quiet_ufuncs or [])]
         dying: set[int] = set()
         for step in self.unfused:
             dying.update(step[3])
@@ -154,10 +166,12 @@ class Run:
                 if kind is None:
                     raise ValueError("not a run")  # fuse() tests every argument first
                 kinds[s] = kind
+        # a quiet step's errors are counted as -1: not at all
         self.steps = [
-            (ufunc, tuple((kinds[a], a) for a in args), (kinds[target], target), k)
+            (ufunc, tuple((kinds[a], a) for a in args), (kinds[target], target),
+             k if k < self.split else -1)
             for ufunc, args, target, k in planned
-        ]
+        ]  # fmt: skip
         #: the sum the run ends in: (how the value it adds is read and its slot, the sum's
         #: own slot, shape and dtype), or None
         self.total: tuple[Any, ...] | None = None
@@ -165,6 +179,8 @@ class Run:
             added = root[total[1][0]]
             made = values[total[2]]
             self.total = ((kinds[added], added), total[2], made.shape, made.dtype)
+            if total[2] in reads:
+                raise ValueError("a step of the run reads its sum")  # merge() tests it
         #: the blocks, as (start, end): where the sum's halvings fall, or BLOCK apart
         self.block = block = BLOCK
         self.bounds = (
@@ -185,7 +201,11 @@ class Run:
         self.dead = tuple(s for s in dying if root.get(s) not in self.locals)
 
     def laid_out(self, values: Sequence[Any]) -> bool:
-        """Whether the arrays the run reads are laid out as when it was planned."""
+        """Whether the arrays the run reads are laid out as when it was planned (and, for
+        a run with backward's steps, whether errors are being counted: only then does
+        the run tell its steps' errors apart)."""
+        if self.split < len(self.steps) and STATE.errors is None:
+            return False
         shape = self.shape
         for _, args, _, _ in self.steps:
             for kind, s in args:
@@ -229,13 +249,14 @@ class Run:
              src[target], tkind == LOCAL, k)
             for ufunc, args, (tkind, target), k in self.steps
         ]  # fmt: skip
+        before, after = steps[: self.split], steps[self.split :]
         errors = STATE.errors
         collector = _Collector() if errors is not None else None
         if collector is not None:
             STATE.errors = collector
         if self.total is not None:
             (kind, s), _, _, _ = self.total
-            added, head = src[s], kind == LOCAL
+            added, added_head = src[s], kind == LOCAL
             reduce = np.add.reduce
         sums: list[Any] = []
         checks: list[tuple[int, Any, list[Any]]] = (
@@ -244,7 +265,7 @@ class Run:
         try:
             for lo, hi in self.bounds:
                 m = hi - lo
-                for ufunc, operands_of, target, local, k in steps:
+                for ufunc, operands_of, target, local, k in before:
                     operands = [
                         (a[:m] if head else a[lo:hi]) if sliced else a
                         for sliced, a, head in operands_of
@@ -255,7 +276,15 @@ class Run:
                 if self.total is not None:
                     if collector is not None:
                         collector.step = len(steps)
-                    sums.append(reduce(added[:m] if head else added[lo:hi]))
+                    sums.append(reduce(added[:m] if added_head else added[lo:hi]))
+                for ufunc, operands_of, target, local, k in after:
+                    operands = [
+                        (a[:m] if head else a[lo:hi]) if sliced else a
+                        for sliced, a, head in operands_of
+                    ]
+                    if collector is not None:
+                        collector.step = k
+                    ufunc(*operands, out=target[:m] if local else target[lo:hi])
                 if checks:
                     if collector is not None:
                         collector.step = -1  # a check's own errors are not the program's
@@ -279,6 +308,16 @@ class Run:
                     finite.update(self.claims[r])
         for s, r in self.outs:
             values[s] = whole[r]
+
+
+class Quietly:
+    """A step of backward's run where a plan's forward steps run: its floating-point
+    errors are not reported, as backward's are not."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
 
 
 class _Collector:
@@ -336,6 +375,49 @@ def fuse(
             i += 1
     _written_later(result)
     return result
+
+
+def merge(
+    forward: list[tuple[Any, ...]],
+    backward: list[tuple[Any, ...]],
+    values: Sequence[Any],
+    keep: set[int],
+    pooled: dict[int, tuple[Any, ...]],
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """Forward's last run and backward's first, made one run when nothing between them
+    needs forward's run done (``sum(a*b+b)``: the sum's gradient is its seed broadcast):
+    the steps between go first, quietly, and each block is then read once for both passes.
+    Backward's steps keep their order; the forward's sum is taken in each block before
+    them, and none of them may read it."""
+    if not forward or not backward or type(forward[-1][0]) is not Run:
+        return forward, backward
+    first = forward[-1][0]
+    j = next((j for j, step in enumerate(backward) if type(step[0]) is Run), None)
+    if j is None:
+        return forward, backward
+    second = backward[j][0]
+    between = backward[:j]
+    made = {s for s, _ in first.outs} | set(first.locals)
+    if first.total is not None:
+        made.add(first.total[1])
+    if second.shape != first.shape or any(
+        type(step[0]) is Run or made.intersection(step[1]) for step in between
+    ):
+        return forward, backward
+    steps, ufuncs, total = first.parts
+    later, later_ufuncs, later_total = second.parts
+    if later_total is not None or (total is not None and total[2] in second.reads):
+        return forward, backward
+    try:
+        run = Run(steps, ufuncs, values, keep, pooled, total, later, later_ufuncs)
+    except ValueError:
+        return forward, backward
+    # the steps between run before it, quietly; what they let go is let go after it
+    moved = [(Quietly(fn), slots, out, ()) for fn, slots, out, _ in between]
+    dead = tuple(dict.fromkeys([*run.dead, *(s for step in between for s in step[3])]))
+    run.dead = dead
+    _written_later([(run, run.reads, None, dead), *backward[j + 1 :]])
+    return [*forward[:-1], *moved, (run, run.reads, None, dead)], backward[j + 1 :]
 
 
 def _written_later(steps: list[tuple[Any, ...]]) -> None:

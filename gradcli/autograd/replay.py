@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from .backend import NUMPY
-from .fusion import Run, fuse
+from .fusion import Quietly, Run, fuse, merge
 from .node import ANS, FACTOR, identity
 from .state import RECORD, STATE, set_mode
 from .tensor import Tensor, edge
@@ -407,8 +407,13 @@ class Plan:
         if pool and POOL_WORKS:  # runs of elementwise steps on large arrays, in blocks
             self.forward_steps = fuse(self.forward_steps, rec.values, keep, self.pooled)
             self.backward_steps = fuse(self.backward_steps, rec.values, keep, self.pooled)
+            self.forward_steps, self.backward_steps = merge(
+                self.forward_steps, self.backward_steps, rec.values, keep, self.pooled
+            )
         #: whether a step is a fused run, which only the pooled replay runs
-        self.fused = any(type(step[0]) is Run for step in self.forward_steps + self.backward_steps)
+        self.fused = any(
+            type(step[0]) in (Run, Quietly) for step in self.forward_steps + self.backward_steps
+        )
         self.outputs = outputs
         self._pool: dict[Any, list[Any]] = {}
         #: the pooled outputs of the last replay, with their keys: the pool's when the
@@ -486,6 +491,9 @@ class Plan:
                     fn(values, pool, finite)
                 else:  # arrays laid out otherwise than when recorded: step by step
                     self._steps(fn.unfused, values, pool)
+            elif type(fn) is Quietly:  # a step of backward's, moved where forward's run
+                with NUMPY.quiet():
+                    self._steps([(fn.fn, slots, out, ())], values, pool)
             else:
                 values[out] = fn(*map(get, slots))
             for s in dead:
