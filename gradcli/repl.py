@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import options, streams
+from .i18n import msg
 
 if TYPE_CHECKING:
     from .api import Result
@@ -135,9 +136,11 @@ class Session:
 
         name = normalize_name(name)
         if name in FUNCTIONS:  # the language's own message
-            raise NamingError(f"cannot bind `{name}`: it is the name of a function")
+            raise NamingError(msg("cannot bind `{name}`: it is the name of a function", name=name))
         if rhs == "@-" or rhs.startswith("@-:"):
-            raise InputError(f"{name}: the session reads its lines from standard input")
+            raise InputError(
+                msg("{name}: the session reads its lines from standard input", name=name)
+            )
         elements = self.limits["max_elements"]
         value = parse_cli_value(rhs, name=name, dtype=self.dtype, max_elements=elements)
         if value is None:
@@ -229,9 +232,15 @@ class Session:
 
         if word not in COMMANDS:
             known = [*COMMANDS, *ALIASES]
-            raise InputError(f"unknown command `{word}`{suggest(word, known)}; :help lists them")
+            raise InputError(
+                msg(
+                    "unknown command `{word}`{suggest}; :help lists them",
+                    word=word,
+                    suggest=suggest(word, known),
+                )
+            )
         if rest and word in (":vars", ":help", ":quit"):
-            raise InputError(f"{word} takes no argument")
+            raise InputError(msg("{word} takes no argument", word=word))
         getattr(self, "_do_" + word[1:])(rest)
 
     def _do_help(self, rest: str) -> None:
@@ -257,11 +266,16 @@ class Session:
         for n in names:
             if n in self.bindings:
                 raise NamingError(
-                    f"`{n}` is a binding, not an input: it keeps no .grad between lines "
-                    "(its gradient is in the table of each line that uses it)"
+                    msg(
+                        "`{n}` is a binding, not an input: it keeps no .grad between lines (its "
+                        "gradient is in the table of each line that uses it)",
+                        n=n,
+                    )
                 )
             if n not in self.values:
-                raise NamingError(f"unknown input `{n}`{suggest(n, self.values)}")
+                raise NamingError(
+                    msg("unknown input `{n}`{suggest}", n=n, suggest=suggest(n, self.values))
+                )
         return names or list(self.values)
 
     def _do_grad(self, rest: str) -> None:
@@ -292,15 +306,19 @@ class Session:
 
         words = rest.split()
         if len(words) not in (1, 2):
-            raise InputError(":clip takes MAX and an optional norm type P (:clip 1, :clip 1 inf)")
+            raise InputError(
+                msg(":clip takes MAX and an optional norm type P (:clip 1, :clip 1 inf)")
+            )
         try:
             max_norm = float(words[0])
         except ValueError:
-            raise InputError(f":clip: MAX must be a number, not {words[0][:40]!r}") from None
+            raise InputError(
+                msg(":clip: MAX must be a number, not {words!r}", words=words[0][:40])
+            ) from None
         max_norm, _, p = check_clipping(max_norm, None, words[1] if len(words) > 1 else 2.0)
         grads = list(self.grads.values())
         if not grads:
-            raise InputError(":clip: no .grad to clip: evaluate an expression first")
+            raise InputError(msg(":clip: no .grad to clip: evaluate an expression first"))
         total, scale = autograd.clip_by_norm(grads, max_norm, p)
         clip = {"max_norm": max_norm, "norm_type": p, "total_norm": total, "scale": scale}
         _say(f"clip_grad_norm_ on {', '.join(f'{n}.grad' for n in self.grads)}: {_clip_note(clip)}")
@@ -312,7 +330,9 @@ class Session:
         from .reporting import _report
 
         if not rest and self.last is None:
-            raise InputError(f":{command}: give an expression, or evaluate one first")
+            raise InputError(
+                msg(":{command}: give an expression, or evaluate one first", command=command)
+            )
         text, inputs = self._program(rest) if rest else self.last[:2]  # type: ignore[index]
         shown = getattr(analysis, command)(text, inputs, dtype=self.dtype, seed=self.seed,
                                            **self.limits)  # fmt: skip
@@ -331,11 +351,11 @@ class Session:
         from .io import arrays_to_save, check_save_path, save_result
 
         if not rest:
-            raise InputError(":save needs a file name: :save grads.npz (.npz, .json or .npy)")
+            raise InputError(msg(":save needs a file name: :save grads.npz (.npz, .json or .npy)"))
         path = os.path.expanduser(rest)
         check_save_path(path)
         if self.last is None:
-            raise InputError(":save: no result yet: evaluate an expression first")
+            raise InputError(msg(":save: no result yet: evaluate an expression first"))
         result = self.last[2]
         save_result(path, lambda: result.to_json(lists=False), arrays_to_save(result))
         _say(f"saved {path}")

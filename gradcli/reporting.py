@@ -100,11 +100,16 @@ def _click_error(exc: Any, json_out: bool) -> int:
         exc.show()  # `gradcli eval` alone: the help text
         return int(exc.exit_code)
     from .errors import InputError
+    from .i18n import msg
 
-    message = exc.format_message()
+    # click's own words stay English (docs/i18n.md); what gradcli adds is translated
     ctx = getattr(exc, "ctx", None)
-    if ctx is not None:
-        message += f" (see '{ctx.command_path} --help')"
+    message = (
+        msg("{message} (see '{command} --help')", message=exc.format_message(),
+            command=ctx.command_path)
+        if ctx is not None
+        else msg("{message}", message=exc.format_message())
+    )  # fmt: skip
     try:
         _fail(InputError(message), json_out, None, debug=False)
     except typer.Exit as done:
