@@ -294,9 +294,19 @@ class Scale:
                 from . import present
 
                 names = ", ".join(f"`{n}`" for n in lazy)
+                said = (
+                    i18n.tr(
+                        "evaluated with --backend dask: {names} is read a chunk at a time",
+                        names=names,
+                    )
+                    if len(lazy) == 1
+                    else i18n.tr(
+                        "evaluated with --backend dask: {names} are read a chunk at a time",
+                        names=names,
+                    )
+                )
                 present.make_console(stderr=True).print(
-                    f"note: evaluated with --backend dask: {names} "
-                    f"{'is' if len(lazy) == 1 else 'are'} read a chunk at a time",
+                    f"{i18n.tr('note')}: {said}",
                     markup=False,
                     soft_wrap=True,
                 )

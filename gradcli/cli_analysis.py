@@ -341,7 +341,10 @@ def optimize_command(
         if ctrl_c.asked and not result.interrupted:  # after the last step: at once, as anywhere
             _interrupted(signal.SIGINT, None)
         if result.interrupted:
-            sys.stderr.write(f"interrupted after {result.steps_run} of {steps} steps\n")
+            from .i18n import tr
+
+            said = tr("interrupted after {n} of {steps} steps", n=result.steps_run, steps=steps)
+            sys.stderr.write(said + "\n")
         _emit(
             result, json_out, quiet,
             lambda console: present.print_optimization(

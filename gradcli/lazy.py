@@ -24,7 +24,7 @@ from typing import Any
 
 from . import autograd as E
 from .errors import InputError
-from .i18n import msg
+from .i18n import msg, tr
 from .layout import shown_part
 
 #: the extra that installs what this module needs
@@ -223,13 +223,15 @@ def progress(show: bool, console: Any = None) -> Iterator[None]:
         console=console,
         transient=True,
     ) as bar:
-        task = bar.add_task("computing", total=None)
+        # said here: Dask may call back from threads of its own, which have no language
+        words = (tr("computing"), tr("clipping"))  # (clipping: a second pass)
+        task = bar.add_task(words[0], total=None)
         passes = [0]
 
         class Bar(Callback):
             def _start_state(self, dsk: Any, state: Any) -> None:
                 passes[0] += 1
-                what = "computing" if passes[0] == 1 else "clipping"  # (a second pass)
+                what = words[0] if passes[0] == 1 else words[1]
                 bar.update(task, total=len(dsk), completed=0, description=what)
 
             def _posttask(self, *args: Any) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import options, streams
-from .i18n import msg
+from .i18n import msg, tr, translate
 
 if TYPE_CHECKING:
     from .api import Result
@@ -29,25 +29,25 @@ HISTORY_LENGTH = 1000
 
 #: ``:command`` → what it does (``:help`` prints this)
 COMMANDS = {
-    ":grad": ":grad [NAME...]    the accumulated .grad of inputs (all of them by default)",
-    ":zero": ":zero [NAME...]    set the accumulated .grad to zeros, as x.grad.zero_()",
-    ":clip": ":clip MAX [P]      clip_grad_norm_ on the accumulated .grad (P-norm, default 2)",
-    ":explain": ":explain [EXPR]    the backward pass step by step (default: the last line)",
-    ":graph": ":graph [EXPR]      the computation graph (default: the last line)",
-    ":save": ":save FILE         the last result, as eval --save: .npz, .json or .npy",
-    ":vars": ":vars              the names and their values",
-    ":help": ":help              this list",
-    ":quit": ":quit              leave (also :q, :exit, Ctrl-D)",
+    ":grad": msg(":grad [NAME...]    the accumulated .grad of inputs (all of them by default)"),
+    ":zero": msg(":zero [NAME...]    set the accumulated .grad to zeros, as x.grad.zero_()"),
+    ":clip": msg(":clip MAX [P]      clip_grad_norm_ on the accumulated .grad (P-norm, default 2)"),
+    ":explain": msg(":explain [EXPR]    the backward pass step by step (default: the last line)"),
+    ":graph": msg(":graph [EXPR]      the computation graph (default: the last line)"),
+    ":save": msg(":save FILE         the last result, as eval --save: .npz, .json or .npy"),
+    ":vars": msg(":vars              the names and their values"),
+    ":help": msg(":help              this list"),
+    ":quit": msg(":quit              leave (also :q, :exit, Ctrl-D)"),
 }
 ALIASES = {":q": ":quit", ":exit": ":quit", ":h": ":help", ":?": ":help"}
 
-HELP = """\
+HELP = msg("""\
 NAME = VALUE       an input: JSON ([3, 4]), @FILE, or a constant expression (randn(3))
 NAME = EXPR        a binding of earlier names (c = a*b + b), part of the graph of the
                    lines that use it; it is evaluated with the names' current values
 EXPR               evaluate and backward(): eval's table, and the gradients added to
                    the inputs' accumulated .grad (torch's accumulation)
-"""
+""")
 
 #: ``NAME = ...`` (not ``==``), when NAME is an identifier (as Python reads one: ``মান``)
 _BINDING = re.compile(r"\s*([^=]*?)\s*=(?!=)(.*)\Z", re.DOTALL)
@@ -244,14 +244,14 @@ class Session:
         getattr(self, "_do_" + word[1:])(rest)
 
     def _do_help(self, rest: str) -> None:
-        _say(HELP + "\n".join(COMMANDS.values()))
+        _say(translate(HELP) + "\n".join(map(translate, COMMANDS.values())))
 
     def _do_quit(self, rest: str) -> None:
         self.done = True
 
     def _do_vars(self, rest: str) -> None:
         if not self.values and not self.bindings:
-            _say("no names yet: bind one with NAME = VALUE")
+            _say(tr("no names yet: bind one with NAME = VALUE"))
         for name, value in self.values.items():
             _say(f"{name}  {tuple(int(n) for n in value.shape)}  {self._array(value)}")
         for name, rhs in self.bindings.items():
@@ -281,11 +281,11 @@ class Session:
     def _do_grad(self, rest: str) -> None:
         names = self._names(rest)
         if not names:
-            _say("no inputs yet: bind one with NAME = VALUE")
+            _say(tr("no inputs yet: bind one with NAME = VALUE"))
         for name in names:
             grad = self.grads.get(name)
             if grad is None:
-                _say(f"{name}.grad = None (no backward() has reached {name} yet)")
+                _say(tr("{name}.grad = None (no backward() has reached {name} yet)", name=name))
             else:
                 _say(f"{name}.grad = {self._array(grad, indent=len(name) + 8)}")
 
@@ -294,9 +294,9 @@ class Session:
         for name in names:
             self.grads[name][...] = 0  # in place, as zero_()
         _say(
-            "zeroed " + ", ".join(f"{n}.grad" for n in names)
+            tr("zeroed {grads}", grads=", ".join(f"{n}.grad" for n in names))
             if names
-            else "no .grad to zero: no backward() has reached these inputs"
+            else tr("no .grad to zero: no backward() has reached these inputs")
         )
 
     def _do_clip(self, rest: str) -> None:
@@ -321,7 +321,8 @@ class Session:
             raise InputError(msg(":clip: no .grad to clip: evaluate an expression first"))
         total, scale = autograd.clip_by_norm(grads, max_norm, p)
         clip = {"max_norm": max_norm, "norm_type": p, "total_norm": total, "scale": scale}
-        _say(f"clip_grad_norm_ on {', '.join(f'{n}.grad' for n in self.grads)}: {_clip_note(clip)}")
+        said = ", ".join(f"{n}.grad" for n in self.grads)
+        _say(tr("clip_grad_norm_ on {grads}: {note}", grads=said, note=_clip_note(clip)))
 
     def _do_explain(self, rest: str, command: str = "explain") -> None:
         """``gradcli explain`` (or ``graph``) on EXPR, or on the last line's program."""
@@ -358,7 +359,7 @@ class Session:
             raise InputError(msg(":save: no result yet: evaluate an expression first"))
         result = self.last[2]
         save_result(path, lambda: result.to_json(lists=False), arrays_to_save(result))
-        _say(f"saved {path}")
+        _say(tr("saved {path}", path=path))
 
     def _array(self, a: Any, indent: int = 0) -> str:
         from .layout import format_array
@@ -471,7 +472,11 @@ class Editing:
                     os.unlink(temporary)
                 raise
         except OSError as e:
-            return f"the history was not saved to {self.path}: {e.strerror or e}"
+            return msg(
+                "the history was not saved to {path}: {problem}",
+                path=self.path,
+                problem=e.strerror or e,
+            )
         return None
 
 
@@ -546,8 +551,12 @@ def interactive(session: Session) -> int:
     except ValueError:  # not the main thread
         previous = None
     sys.stderr.write(
-        f"gradcli {__version__}: inputs are kept between lines. :help lists the commands; "
-        "Ctrl-D leaves.\n"
+        tr(
+            "gradcli {version}: inputs are kept between lines. :help lists the commands; "
+            "Ctrl-D leaves.",
+            version=__version__,
+        )
+        + "\n"
     )
     try:
         while not session.done:
@@ -565,11 +574,11 @@ def interactive(session: Session) -> int:
             try:
                 session.handle(line)
             except KeyboardInterrupt:
-                sys.stderr.write("interrupted\n")
+                sys.stderr.write(tr("interrupted") + "\n")
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
         problem = editing.stop()
         if problem and not session.quiet:
-            sys.stderr.write(f"warning: {problem}\n")
+            sys.stderr.write(f"{tr('warning')}: {translate(problem)}\n")
     return 0

@@ -74,6 +74,7 @@ def _report(result: Any, *, quiet: bool, table: bool) -> None:
 def _fail(exc: BaseException, json_out: bool, request_id: Any, debug: bool) -> NoReturn:
     from . import present
     from .api import as_gradcli_error
+    from .i18n import tr, translate
     from .io import dumps
 
     if debug:
@@ -86,7 +87,9 @@ def _fail(exc: BaseException, json_out: bool, request_id: Any, debug: bool) -> N
             _print_line(dumps({"id": request_id, "error": err.to_json()}))
         except streams.OutputError as e:
             lost = e
-        console.print(f"error ({err.kind}): {err.message}", markup=False, soft_wrap=True)
+        # the kind is the JSON's, in every language; the words are the reader's
+        said = f"{tr('error')} ({err.kind}): {translate(err.message)}"
+        console.print(said, markup=False, soft_wrap=True)
     else:
         present.print_error(err, console)
     if lost is not None:  # said as well; the exit code stays the error's

@@ -43,9 +43,12 @@ class _StepProgress:
             TimeRemainingColumn,
         )
 
+        from .i18n import tr
+
         self.display = streams.progress(
-            TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+            TextColumn(tr("optimizing")), BarColumn(), MofNCompleteColumn(),
+            TextColumn(tr("loss") + " {task.fields[loss]}"), TimeElapsedColumn(),
+            TimeRemainingColumn(),
         )  # fmt: skip
         task = self.display.add_task("optimize", total=self.steps, loss="")
         update = self.display.update
@@ -93,5 +96,7 @@ class _StopOnCtrlC:
 
 
 def _interrupted(signum: int, frame: Any) -> NoReturn:
-    sys.stderr.write("interrupted\n")
+    from .i18n import tr
+
+    sys.stderr.write(tr("interrupted") + "\n")
     raise SystemExit(130)
