@@ -149,11 +149,18 @@ def _from_ndarray(
             raise InputError(
                 msg(
                     "bad value for {name}: a masked array with {count} masked "
-                    "element{value}; gradcli has no masks: pass m.filled(value) to choose "
+                    "element; gradcli has no masks: pass m.filled(value) to choose "
                     "the masked elements' value, or m.data to ignore the mask",
                     name=name,
                     count=count,
-                    value="s" if count != 1 else "",
+                )
+                if count == 1
+                else msg(
+                    "bad value for {name}: a masked array with {count} masked "
+                    "elements; gradcli has no masks: pass m.filled(value) to choose "
+                    "the masked elements' value, or m.data to ignore the mask",
+                    name=name,
+                    count=count,
                 )
             )
         arr = np.ma.getdata(arr)  # nothing is masked: the data is the whole value

@@ -290,10 +290,15 @@ class _Calls:
         if i < len(positional):
             raise NamingError(
                 msg(
-                    "{signature} takes at most {n_params} argument{value}, got {n_positional}",
+                    "{signature} takes at most {n_params} arguments, got {n_positional}",
                     signature=fn.signature,
                     n_params=len(params),
-                    value="s" if len(params) != 1 else "",
+                    n_positional=len(positional),
+                )
+                if len(params) != 1
+                else msg(
+                    "{signature} takes at most 1 argument, got {n_positional}",
+                    signature=fn.signature,
                     n_positional=len(positional),
                 ),
                 line=tok.line,

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import InvalidValueError, ShapeError, shorten
-from ...i18n import msg
+from ...i18n import Message, msg
 from ..backend import NUMPY, on_data
 from ..registry import Primitive, primitive, public
 from ..shapes import broadcast_shape
@@ -42,8 +42,8 @@ _DOC = (
 )
 
 
-def _ordinal(i: int) -> str:
-    return f"operand {i + 1}"
+def _ordinal(i: int) -> Message:
+    return msg("operand {n}", n=i + 1)
 
 
 # --- reading the subscripts ---------------------------------------------------------------
@@ -105,10 +105,15 @@ def parse(
     if len(texts) != len(shapes):
         raise InvalidValueError(
             msg(
-                'einsum: the subscripts "{shown}" name {n_texts} operand{value}, got {n_shapes}',
+                'einsum: the subscripts "{shown}" name {n_texts} operands, got {n_shapes}',
                 shown=shown,
                 n_texts=len(texts),
-                value="s" if len(texts) != 1 else "",
+                n_shapes=len(shapes),
+            )
+            if len(texts) != 1
+            else msg(
+                'einsum: the subscripts "{shown}" name 1 operand, got {n_shapes}',
+                shown=shown,
                 n_shapes=len(shapes),
             )
         )
@@ -120,11 +125,18 @@ def parse(
         if (len(labels) != len(shape)) if not dots else len(labels) > len(shape):
             raise ShapeError(
                 msg(
-                    "einsum: {ordinal} has {n_shape} dimension{value} but its subscripts "
+                    "einsum: {ordinal} has {n_shape} dimensions but its subscripts "
                     '"{texts}" name {n_labels}',
                     ordinal=_ordinal(i),
                     n_shape=len(shape),
-                    value="s" if len(shape) != 1 else "",
+                    texts=texts[i],
+                    n_labels=len(labels),
+                )
+                if len(shape) != 1
+                else msg(
+                    'einsum: {ordinal} has 1 dimension but its subscripts "{texts}" name '
+                    "{n_labels}",
+                    ordinal=_ordinal(i),
                     texts=texts[i],
                     n_labels=len(labels),
                 )
@@ -146,9 +158,7 @@ def parse(
     used = {c for labels, _, _ in terms for c in labels}
     fresh = [c for c in _LETTERS if c not in used]
     if len(ellipsis) > len(fresh):
-        raise ShapeError(
-            msg("einsum: more than {n__LETTERS} distinct dimensions", n__LETTERS=len(_LETTERS))
-        )
+        raise ShapeError(msg("einsum: more than {n} distinct dimensions", n=len(_LETTERS)))
     dots_letters = fresh[: len(ellipsis)]
 
     def spelled(labels: list[str], dots: bool, at: int, n: int) -> str:

@@ -185,7 +185,9 @@ def reduce(prim: Primitive, x: Any, axis: Any, keepdims: bool, *extra: Any) -> T
     axes = ALL_AXES[xd.ndim] if axis is None else normalize_axis(axis, xd.ndim, prim.name)
     if xd.size == 0 and (prim is MAX or prim is MIN) and 0 in [xd.shape[a] for a in axes]:
         raise ShapeError(
-            msg("{name}: cannot reduce an empty tensor (it has no {name}imum)", name=prim.name)
+            msg("max: cannot reduce an empty tensor (it has no maximum)")
+            if prim is MAX
+            else msg("min: cannot reduce an empty tensor (it has no minimum)")
         )
     keep = keepdims is True or bool(keepdims)
     fwd = prim.fwd
