@@ -46,11 +46,11 @@ class _StepProgress:
         from .i18n import tr
 
         self.display = streams.progress(
-            TextColumn(tr("optimizing")), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
             TextColumn(tr("loss") + " {task.fields[loss]}"), TimeElapsedColumn(),
             TimeRemainingColumn(),
         )  # fmt: skip
-        task = self.display.add_task("optimize", total=self.steps, loss="")
+        task = self.display.add_task(tr("optimizing"), total=self.steps, loss="")
         update = self.display.update
 
         def on_step(step: int, loss: float) -> None:
