@@ -210,8 +210,67 @@ def compile_catalogs(check: bool = False) -> list[Path]:
     return stale
 
 
-if __name__ == "__main__":  # python -m gradcli.i18n --compile | --check
-    if sys.argv[1:] == ["--compile"]:
+def extract(root: Path = LOCALE_DIR.parent) -> dict[str, dict[str, Any]]:
+    """Every message of the source under ``root``: the literal first argument of each
+    ``msg``/``tr`` call → the files it is in, and whether it is filled from arguments."""
+    import ast
+
+    found: dict[str, dict[str, Any]] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and node.args):
+                continue
+            f, first = node.func, node.args[0]
+            called = f.id if isinstance(f, ast.Name) else getattr(f, "attr", None)
+            if (
+                called in ("msg", "tr")
+                and isinstance(first, ast.Constant)
+                and isinstance(first.value, str)
+            ):
+                entry = found.setdefault(first.value, {"files": [], "format": False})
+                where = path.relative_to(root.parent).as_posix()
+                if where not in entry["files"]:
+                    entry["files"].append(where)
+                entry["format"] |= bool(node.keywords)
+    return found
+
+
+def _po_string(keyword: str, text: str) -> str:
+    def quoted(part: str) -> str:
+        escaped = part.replace("\\", "\\\\").replace('"', '\\"').replace("\t", "\\t")
+        return '"' + escaped.replace("\n", "\\n") + '"'
+
+    if "\n" not in text.rstrip("\n"):
+        return f"{keyword} {quoted(text)}\n"
+    lines = [line + "\n" for line in text.split("\n")[:-1]] + [text.split("\n")[-1]]
+    return f'{keyword} ""\n' + "".join(quoted(line) + "\n" for line in lines if line)
+
+
+def update_po(po: Path) -> list[str]:
+    """Rewrite ``po`` with the source's messages in the source's order, keeping every
+    translation it has; a new message gets an empty one. Returns the new msgids."""
+    old = read_po(po)
+    header = po.read_text(encoding="utf-8").split('msgid ""', 1)[0]
+    entries = [header + 'msgid ""\n' + _po_string("msgstr", old.get("", ""))]
+    new = []
+    for msgid, where in extract().items():
+        if msgid not in old:
+            new.append(msgid)
+        flags = "#, python-brace-format\n" if where["format"] else ""
+        entries.append(
+            "".join(f"#: {f}\n" for f in where["files"]) + flags
+            + _po_string("msgid", msgid) + _po_string("msgstr", old.get(msgid, ""))
+        )  # fmt: skip
+    po.write_text("\n".join(entries), encoding="utf-8")
+    return new
+
+
+if __name__ == "__main__":  # python -m gradcli.i18n --update | --compile | --check
+    if sys.argv[1:] == ["--update"]:
+        for po in sorted(LOCALE_DIR.glob(f"*/LC_MESSAGES/{DOMAIN}.po")):
+            for msgid in update_po(po):
+                print(f"{po}: new, to translate: {msgid!r}")
+    elif sys.argv[1:] == ["--compile"]:
         for path in compile_catalogs():
             print(f"wrote {path}")
     elif sys.argv[1:] == ["--check"]:
@@ -220,4 +279,4 @@ if __name__ == "__main__":  # python -m gradcli.i18n --compile | --check
             print(f"out of date: {path}")
         sys.exit(1 if stale else 0)
     else:
-        sys.exit("usage: python -m gradcli.i18n --compile | --check")
+        sys.exit("usage: python -m gradcli.i18n --update | --compile | --check")
