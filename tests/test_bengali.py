@@ -22,7 +22,8 @@ from harness import REPO, Run, invoke, run
 
 import gradcli
 from gradcli import errors, i18n
-from gradcli.i18n import msg, placeholders, read_po, tr, translate
+from gradcli.catalogs import compile_catalogs, placeholders, read_po
+from gradcli.i18n import msg, tr, translate
 
 BN = {"LANG": "bn_BD.UTF-8"}
 PROGRAM = ("eval", "a*b+b", "a=[3,4]", "b=[5,6]")
@@ -385,7 +386,7 @@ def test_translations_keep_ascii_digits() -> None:
 
 
 def test_the_committed_mo_is_compiled_from_the_po() -> None:
-    assert i18n.compile_catalogs(check=True) == [], "run: python -m gradcli.i18n --compile"
+    assert compile_catalogs(check=True) == [], "run: python -m gradcli.catalogs --compile"
 
 
 def test_the_mo_is_what_gettext_reads() -> None:
