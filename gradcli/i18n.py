@@ -45,7 +45,15 @@ class Message(str):
         self.args = args
         return self
 
-    def __reduce__(self) -> Any:  # a Message crosses processes (Dask workers) as itself
+    def __reduce__(self) -> Any:
+        """A message crosses processes (``batch --jobs``, Dask workers) as itself; one whose
+        arguments cannot be pickled, as its English text."""
+        import pickle
+
+        try:
+            pickle.dumps(self.args)
+        except Exception:
+            return (Message, (str(self), {}))
         return (Message, (self.template, self.args))
 
 
