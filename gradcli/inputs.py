@@ -142,7 +142,9 @@ def _read_program(
                 msg("{shown}: not UTF-8 text (byte {start})", shown=shown, start=e.start)
             ) from None
         except OSError as e:
-            what = "standard input" if from_stdin else f"the program file {file}"
+            what = (
+                msg("standard input") if from_stdin else msg("the program file {file}", file=file)
+            )
             raise InputError(
                 msg("cannot read {what}: {value}", what=what, value=e.strerror or e)
             ) from None

@@ -55,7 +55,7 @@ def _named_arrays(
             )
         name = normalize_name(given_name)
         if name not in allowed:
-            where = "an input" if name not in setup.values else "one of --wrt"
+            where = msg("an input") if name not in setup.values else msg("one of --wrt")
             raise NamingError(
                 msg(
                     "{option} names `{name}`, which is not {where}{suggest}",

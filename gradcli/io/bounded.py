@@ -39,11 +39,11 @@ _DEFAULT_MAX_ELEMENTS = 10**8
 
 def _os_cause(e: OSError) -> str:
     if isinstance(e, FileNotFoundError):
-        return "no such file"
+        return msg("no such file")
     if isinstance(e, IsADirectoryError):
-        return "it is a directory"
+        return msg("it is a directory")
     if isinstance(e, PermissionError):
-        return "permission denied"
+        return msg("permission denied")
     return e.strerror or str(e)
 
 
@@ -87,12 +87,16 @@ def _read_bounded_text(f: IO[bytes], limit: int) -> tuple[str | None, str | None
             try:
                 piece = decoder.decode(chunk, final=not chunk)
             except UnicodeDecodeError as e:
-                why = f"is not UTF-8 text (byte {size - pending + e.start}: {e.reason})"
+                why = msg(
+                    "is not UTF-8 text (byte {start}: {reason})",
+                    start=size - pending + e.start,
+                    reason=e.reason,
+                )
             else:
                 nul = piece.find("\0")
                 if nul >= 0:
                     at = size - pending + len(piece[:nul].encode("utf-8"))
-                    why = f"is not text (a NUL byte at byte {at})"
+                    why = msg("is not text (a NUL byte at byte {at})", at=at)
                 else:
                     pieces.append(piece)
             if why is not None:

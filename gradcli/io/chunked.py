@@ -80,7 +80,11 @@ def lazy_npy(
         with open(full, "rb") as f:
             st = os.fstat(f.fileno())
             shape, fortran, file_dtype, offset = npy_header(
-                f, size=st.st_size, name=name, shown=f"file {shown}", max_elements=max_elements
+                f,
+                size=st.st_size,
+                name=name,
+                shown=msg("file {shown}", shown=shown),
+                max_elements=max_elements,
             )
     except OSError as e:
         raise InputError(

@@ -88,14 +88,18 @@ def parse_cli_value(
 
 
 def _read_text(path: str, shown: str, name: str, max_elements: int | None) -> str:
-    return read_file_text(path, what=f"file {shown}", prefix=f"{name}: ", max_elements=max_elements)
+    return read_file_text(
+        path, what=msg("file {shown}", shown=shown), prefix=f"{name}: ", max_elements=max_elements
+    )
 
 
 def _load_csv(
     path: str, shown: str, name: str, dt: np.dtype[Any], max_elements: int | None
 ) -> np.ndarray:
     text = _read_text(path, shown, name, max_elements)
-    return _csv_value(text, name=name, where=f"file {shown}", dt=dt, max_elements=max_elements)
+    return _csv_value(
+        text, name=name, where=msg("file {shown}", shown=shown), dt=dt, max_elements=max_elements
+    )
 
 
 def load_file_value(
@@ -126,7 +130,11 @@ def load_file_value(
     full = os.path.expanduser(path)
     ext = os.path.splitext(full)[1].lower()
     if ext not in SUPPORTED_EXTENSIONS:
-        kind = f"unknown file type {_short(ext)}" if ext else "the file name has no extension"
+        kind = (
+            msg("unknown file type {ext}", ext=_short(ext))
+            if ext
+            else msg("the file name has no extension")
+        )
         raise InputError(
             msg(
                 "{name}: cannot read {shown}: {kind}; supported: {join}",
@@ -139,7 +147,7 @@ def load_file_value(
     if ext == ".npy":
         return _load_npy(full, shown, name, dt, max_elements)
     if ext == ".npz":
-        where = f"file {shown}"
+        where = msg("file {shown}", shown=shown)
         try:
             f, _size = _binary_file(full, what=where, prefix=f"{name}: ", max_elements=max_elements)
             with f:
@@ -164,7 +172,11 @@ def load_file_value(
     if ext == ".json":
         text = _read_text(full, shown, name, max_elements)
         return _json_file_value(
-            text, where=f"file {shown}", name=name, dt=dt, max_elements=max_elements
+            text,
+            where=msg("file {shown}", shown=shown),
+            name=name,
+            dt=dt,
+            max_elements=max_elements,
         )
     return _load_csv(full, shown, name, dt, max_elements)
 

@@ -94,7 +94,10 @@ def _load_npy(
 ) -> np.ndarray:
     try:
         f, size = _binary_file(
-            path, what=f"file {shown}", prefix=f"{name}: ", max_elements=max_elements
+            path,
+            what=msg("file {shown}", shown=shown),
+            prefix=f"{name}: ",
+            max_elements=max_elements,
         )
         with f:
             arr = read_npy(f, size=size, name=name, shown=shown, max_elements=max_elements)
@@ -200,7 +203,11 @@ def _npz_value(
                 )
             key = next(iter(members))
         elif key not in members:
-            holds = f"it holds {_keys_text(members)}" if members else "it holds no arrays"
+            holds = (
+                msg("it holds {keys}", keys=_keys_text(members))
+                if members
+                else msg("it holds no arrays")
+            )
             raise InputError(
                 msg(
                     "{name}: {where} has no array {key}; {holds}",
@@ -240,7 +247,7 @@ def load_npz_inputs(
     path: str, *, dtype: DTypeArg = "float64", max_elements: int | None = None
 ) -> dict[str, np.ndarray]:
     """The inputs of ``--inputs FILE.npz``: every array of the archive, by its key."""
-    what = f"--inputs file {_short(path, 200)}"
+    what = msg("--inputs file {path}", path=_short(path, 200))
     try:
         f, _size = _binary_file(
             os.path.expanduser(path), what=what, prefix="", max_elements=max_elements

@@ -49,7 +49,11 @@ def check_save_path(path: str) -> str:
     ext = os.path.splitext(path.rstrip("/\\"))[1].lower()
     if ext in SAVE_EXTENSIONS:
         return ext
-    kind = f"unknown file type {_short(ext)}" if ext else "the file name has no extension"
+    kind = (
+        msg("unknown file type {ext}", ext=_short(ext))
+        if ext
+        else msg("the file name has no extension")
+    )
     raise InputError(
         msg(
             "--save {path}: {kind}; the extension chooses the format: .npz (every "

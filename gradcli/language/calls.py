@@ -186,7 +186,7 @@ class _Calls:
         return t.data  # an integer array (checked by the engine)
 
     def _convert(self, fn: Function, p: Param, value: Any) -> Any:
-        what = f"{fn.name}: argument `{p.name}`"
+        what: str = msg("{function}: argument `{name}`", function=fn.name, name=p.name)
         if value is None and p.default is None:
             return None  # `weight=none` where the signature shows it
         if p.kind == TENSOR:

@@ -109,7 +109,9 @@ def _not_positive_definite(xp: Any, x: Any) -> DomainError:
     for size in reversed(batch):
         i, r = divmod(i, size)
         index.insert(0, r)
-    where = f"the matrix at batch index {tuple(index)}" if batch else "the matrix"
+    where = (
+        msg("the matrix at batch index {index}", index=tuple(index)) if batch else msg("the matrix")
+    )
     return DomainError(
         msg(
             "cholesky: {where} is not positive definite (its leading minor of order {lo} is not)",
