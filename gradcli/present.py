@@ -170,7 +170,7 @@ def result_table(result: Result, *, precision: int = 4, full: bool = False) -> T
     ``—``. Title: the expression; caption: reduction, total gradient norm, clipping.
     """
     table = _base_table(result, precision)
-    for header in _HEADERS():
+    for header in _headers():
         table.add_column(header, overflow="fold")
     for group in _rows(result, precision, full):
         for i, row in enumerate(group):
@@ -178,7 +178,7 @@ def result_table(result: Result, *, precision: int = 4, full: bool = False) -> T
     return table
 
 
-def _HEADERS() -> tuple[str, str, str, str]:
+def _headers() -> tuple[str, str, str, str]:
     """The result table's column headers, in the active language."""
     return (tr("name"), tr("shape"), tr("value"), tr("gradient"))
 
@@ -190,7 +190,7 @@ def _stacked_table(result: Result, *, precision: int = 4, full: bool = False) ->
     table.add_column(overflow="fold")
     entries = [row for group in _rows(result, precision, full) for row in group]
     for i, (name, shape, value, grad) in enumerate(entries):
-        fields = list(zip(_HEADERS(), (name, shape, value, grad), strict=True))
+        fields = list(zip(_headers(), (name, shape, value, grad), strict=True))
         if isinstance(grad, Text) and not grad.plain:  # the output row has no gradient cell
             fields.pop()
         for j, (label, content) in enumerate(fields):
