@@ -46,15 +46,23 @@ class Message(str):
         return self
 
     def __reduce__(self) -> Any:
-        """A message crosses processes (``batch --jobs``, Dask workers) as itself; one whose
-        arguments cannot be pickled, as its English text."""
-        import pickle
+        """A message crosses processes (``batch --jobs``, Dask workers) with its English
+        text as it is; an argument that is not text, a number or a tuple goes as its
+        ``str`` (what a message shows of it), so that it can always be sent."""
+        import numbers
 
-        try:
-            pickle.dumps(self.args)
-        except Exception:
-            return (Message, (str(self), {}))
-        return (Message, (self.template, self.args))
+        def plain(v: Any) -> Any:
+            return v if isinstance(v, str | numbers.Number | tuple | None) else str(v)
+
+        return (_rebuilt, (str(self), self.template, {k: plain(v) for k, v in self.args.items()}))
+
+
+def _rebuilt(text: str, template: str, args: dict[str, Any]) -> Message:
+    """A :class:`Message` as it was sent: ``text`` not formatted again."""
+    self = str.__new__(Message, text)
+    self.template = template
+    self.args = args
+    return self
 
 
 def msg(template: str, /, **args: Any) -> Message:
