@@ -23,6 +23,7 @@ from .errors import (
     ShapeError,
     shorten,
 )
+from .i18n import Message, msg
 from .language import (
     DEFAULT_MAX_PROGRAM_CHARS,
     FUNCTIONS,
@@ -137,20 +138,22 @@ def check_dtype(dtype: Any) -> str:
     else:
         name = ""
     if name not in DTYPES:
-        raise InputError(f"unknown dtype {_shown(dtype)}: use float64 or float32")
+        raise InputError(msg("unknown dtype {dtype}: use float64 or float32", dtype=_shown(dtype)))
     return name
 
 
 def check_seed(seed: Any) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise InputError(f"seed must be a whole number >= 0, not {_shown(seed)}")
+        raise InputError(msg("seed must be a whole number >= 0, not {seed}", seed=_shown(seed)))
     return seed
 
 
 def check_limit_value(limit: Any, what: str) -> None:
     """A size limit (``max_elements``, ``max_program_chars``) is a whole number >= 1."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise InputError(f"{what} must be a whole number >= 1, not {_shown(limit)}")
+        raise InputError(
+            msg("{what} must be a whole number >= 1, not {limit}", what=what, limit=_shown(limit))
+        )
 
 
 def check_norm_type(norm_type: Any) -> float:
@@ -162,7 +165,12 @@ def check_norm_type(norm_type: Any) -> float:
             return math.inf
     except InvalidValueError:
         pass
-    raise InputError(f"norm_type must be a positive number or inf, not {_shown(norm_type)}")
+    raise InputError(
+        msg(
+            "norm_type must be a positive number or inf, not {norm_type}",
+            norm_type=_shown(norm_type),
+        )
+    )
 
 
 def check_inputs(inputs: Any) -> dict[Any, Any]:
@@ -171,7 +179,10 @@ def check_inputs(inputs: Any) -> dict[Any, Any]:
         return {}
     if not isinstance(inputs, Mapping):
         raise InputError(
-            f"inputs must be a mapping of name -> value (a dict), not {_shown(inputs)}"
+            msg(
+                "inputs must be a mapping of name -> value (a dict), not {inputs}",
+                inputs=_shown(inputs),
+            )
         )
     return dict(inputs)
 
@@ -186,11 +197,13 @@ def check_wrt(wrt: Any) -> list[str] | None:
         names = list(wrt)
     except TypeError:
         raise InputError(
-            f"wrt must be a list of input names (strings), not {_shown(wrt)}"
+            msg("wrt must be a list of input names (strings), not {wrt}", wrt=_shown(wrt))
         ) from None
     for name in names:
         if not isinstance(name, str):
-            raise InputError(f"wrt must hold input names (strings), not {_shown(name)}")
+            raise InputError(
+                msg("wrt must hold input names (strings), not {name}", name=_shown(name))
+            )
     return list(dict.fromkeys(normalize_name(name) for name in names))
 
 
@@ -198,13 +211,17 @@ def _check_limit(value: Any, what: str) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{what} must be a number, not {_shown(value)}")
+        raise InputError(
+            msg("{what} must be a number, not {value}", what=what, value=_shown(value))
+        )
     try:
         v = float(value)
     except OverflowError:  # an int beyond any float (10**400)
         v = math.inf
     if not math.isfinite(v) or v < 0:
-        raise InputError(f"{what} must be a finite number >= 0, not {_shown(value)}")
+        raise InputError(
+            msg("{what} must be a finite number >= 0, not {value}", what=what, value=_shown(value))
+        )
     return v
 
 
@@ -214,7 +231,7 @@ def check_clipping(clip_norm: Any, clip_value: Any, norm_type: Any) -> tuple[Any
     clip_norm = _check_limit(clip_norm, "clip_norm")
     clip_value = _check_limit(clip_value, "clip_value")
     if clip_norm is not None and clip_value is not None:
-        raise InputError("clip_norm and clip_value cannot be used together: choose one")
+        raise InputError(msg("clip_norm and clip_value cannot be used together: choose one"))
     return clip_norm, clip_value, check_norm_type(norm_type)
 
 
@@ -226,15 +243,26 @@ def _input_values(given: dict[Any, Any]) -> dict[str, Any]:
     spelled: dict[str, str] = {}
     for given_name, v in given.items():
         if not isinstance(given_name, str) or not given_name.isidentifier():
-            raise InputError(f"input name {_shown(given_name)} is not a valid name (an identifier)")
+            raise InputError(
+                msg(
+                    "input name {given_name} is not a valid name (an identifier)",
+                    given_name=_shown(given_name),
+                )
+            )
         name = normalize_name(given_name)
         if name in FUNCTIONS:
-            raise NamingError(f"an input cannot be named `{name}`: that is a function")
+            raise NamingError(
+                msg("an input cannot be named `{name}`: that is a function", name=name)
+            )
         if name in raw:
             raise InputError(
-                f"the inputs {_spelling(spelled[name])} and {_spelling(given_name)} are one "
-                f"name, `{shorten(name)}`, as Python reads identifiers (Unicode NFKC): give "
-                "it once"
+                msg(
+                    "the inputs {spelling} and {spelling2} are one name, `{name}`, as Python "
+                    "reads identifiers (Unicode NFKC): give it once",
+                    spelling=_spelling(spelled[name]),
+                    spelling2=_spelling(given_name),
+                    name=shorten(name),
+                )
             )
         raw[name] = v.data if isinstance(v, E.Tensor) else v
         spelled[name] = given_name
@@ -285,7 +313,7 @@ def prepare(
     check_limit_value(max_elements, "max_elements")
     check_limit_value(max_program_chars, "max_program_chars")
     if not isinstance(expr, str):
-        raise InputError(f"expr must be a string, not {_shown(expr)}")
+        raise InputError(msg("expr must be a string, not {expr}", expr=_shown(expr)))
     check_program_length(expr, max_program_chars)
     raw = _input_values(check_inputs(inputs))
     names = check_wrt(wrt)
@@ -293,7 +321,11 @@ def prepare(
     for name in wanted:
         if name not in raw:
             raise NamingError(
-                f"--wrt names `{shorten(name)}`, which is not an input{suggest(name, raw)}"
+                msg(
+                    "--wrt names `{name}`, which is not an input{suggest}",
+                    name=shorten(name),
+                    suggest=suggest(name, raw),
+                )
             )
     with E.no_cycle_collection():
         program = compile_program(expr)
@@ -355,7 +387,7 @@ def evaluate(
             chunks=chunks, scheduler_address=scheduler,
         )  # fmt: skip
     if chunks is not None or scheduler is not None:
-        raise InputError("chunks and scheduler go with backend='dask'")
+        raise InputError(msg("chunks and scheduler go with backend='dask'"))
     seed = check_seed(seed)
     clip_norm, clip_value, p = check_clipping(clip_norm, clip_value, norm_type)
     setup = prepare(
@@ -403,7 +435,11 @@ def _root(out: E.Tensor, g: np.ndarray | None) -> tuple[E.Tensor, str | None]:
     if g is not None:
         if g.shape != out.shape:
             raise ShapeError(
-                f"grad_output has shape {g.shape} but the output has shape {out.shape}"
+                msg(
+                    "grad_output has shape {shape} but the output has shape {shape2}",
+                    shape=g.shape,
+                    shape2=out.shape,
+                )
             )
         return out, None
     if out.ndim > 0:
@@ -467,26 +503,29 @@ def _finish(
     runs as they make them); the others are looked at. Clipping, done before, keeps a
     finite gradient finite."""
     warnings = fp.messages()
-    notes = []
+    notes: list[str] = []
     if run.reduction == "sum":
         notes.append(
-            f"the output has shape {run.value.shape}: gradients are those of sum(output), as "
-            "z.sum().backward() (give grad_output for a vector-Jacobian product)"
+            msg(
+                "the output has shape {shape}: gradients are those of sum(output), as "
+                "z.sum().backward() (give grad_output for a vector-Jacobian product)",
+                shape=run.value.shape,
+            )
         )
     if clip is not None:
         notes.append(_clip_note(clip))
     if run.literal_overflow:
-        warnings.append("a number in the program is too large for a float and became inf")
+        warnings.append(msg("a number in the program is too large for a float and became inf"))
     known = finite or {}
     if not (known["output"] if "output" in known else E.all_finite(run.value)):
-        warnings.append("the output has non-finite values (nan or inf)")
+        warnings.append(msg("the output has non-finite values (nan or inf)"))
     bad = [
         n
         for n, g in run.grads.items()
         if g is not None and not (known[n] if n in known else E.all_finite(g))
     ]
     if bad:
-        warnings.append("non-finite gradient for " + ", ".join(bad))
+        warnings.append(msg("non-finite gradient for {names}", names=", ".join(bad)))
 
     return Result(
         expr=expr,
@@ -502,18 +541,27 @@ def _finish(
     )
 
 
-def _clip_note(clip: dict[str, float]) -> str:
+def _clip_note(clip: dict[str, float]) -> Message:
     """What clipping did, in a sentence (the table's caption says it with --precision)."""
     if "clip_value" in clip:
         v = abs(float(clip["clip_value"]))
-        return f"gradients clamped to [-{v:.6g}, {v:.6g}]"
+        return msg("gradients clamped to [-{v:.6g}, {v:.6g}]", v=v)
     p, total, max_norm = clip["norm_type"], clip["total_norm"], clip["max_norm"]
     if float(clip["scale"]) < 1.0:
-        return (
-            f"gradients clipped: total {p:.6g}-norm {total:.6g} > max_norm {max_norm:.6g}, "
-            f"scaled by {clip['scale']:.6g}"
+        return msg(
+            "gradients clipped: total {p:.6g}-norm {total:.6g} > max_norm {max_norm:.6g}, "
+            "scaled by {scale:.6g}",
+            p=p,
+            total=total,
+            max_norm=max_norm,
+            scale=clip["scale"],
         )
-    return f"gradients not clipped: total {p:.6g}-norm {total:.6g} <= max_norm {max_norm:.6g}"
+    return msg(
+        "gradients not clipped: total {p:.6g}-norm {total:.6g} <= max_norm {max_norm:.6g}",
+        p=p,
+        total=total,
+        max_norm=max_norm,
+    )
 
 
 REQUEST_FIELDS = (
@@ -529,21 +577,21 @@ def request_kwargs(request: Any) -> dict[str, Any]:
     Values in a request are numbers and nested lists, never file paths.
     """
     if not isinstance(request, dict):
-        raise InputError('a request must be a JSON object with at least "expr" and "inputs"')
+        raise InputError(msg('a request must be a JSON object with at least "expr" and "inputs"'))
     unknown = [k for k in request if k not in REQUEST_FIELDS]
     if unknown:
         hints = "".join(suggest(str(k), REQUEST_FIELDS) for k in unknown)
         shown = ", ".join(repr(str(k)[:40]) for k in unknown[:5])
-        raise InputError(f"unknown request field {shown}{hints}")
+        raise InputError(msg("unknown request field {shown}{hints}", shown=shown, hints=hints))
     if not isinstance(request.get("expr"), str):
-        raise InputError('a request needs "expr", a string')
+        raise InputError(msg('a request needs "expr", a string'))
     if "inputs" not in request or not isinstance(request["inputs"], dict):
-        raise InputError('a request needs "inputs", an object of name -> value')
+        raise InputError(msg('a request needs "inputs", an object of name -> value'))
     kwargs = {k: v for k, v in request.items() if v is not None}
     kwargs["id"] = request.get("id")
     wrt = kwargs.get("wrt")
     if wrt is not None and (not isinstance(wrt, list) or not all(isinstance(n, str) for n in wrt)):
-        raise InputError('"wrt" must be a list of input names')
+        raise InputError(msg('"wrt" must be a list of input names'))
     check_seed(kwargs.get("seed", 0))
     return kwargs
 
@@ -561,7 +609,9 @@ def constant_value(
     program = compile_program(text)
     missing = sorted(program.free_names())
     if missing:
-        raise NamingError(f"it uses `{shorten(missing[0])}`, which has no value")
+        raise NamingError(
+            msg("it uses `{missing}`, which has no value", missing=shorten(missing[0]))
+        )
     with E.computation(max_elements):
         return program.run({}, dtype=check_dtype(dtype), seed=seed).output.data
 
@@ -571,11 +621,15 @@ def as_gradcli_error(exc: BaseException) -> GradcliError:
     if isinstance(exc, GradcliError):
         return exc
     if isinstance(exc, RecursionError):
-        return InvalidValueError("the program is nested too deeply to evaluate")
+        return InvalidValueError(msg("the program is nested too deeply to evaluate"))
     if isinstance(exc, MemoryError):
-        return LimitError("out of memory: the computation is too large")
+        return LimitError(msg("out of memory: the computation is too large"))
     return InvalidValueError(
-        f"internal error: {type(exc).__name__}: {exc} (run with --debug for details)"
+        msg(
+            "internal error: {name}: {exc} (run with --debug for details)",
+            name=type(exc).__name__,
+            exc=exc,
+        )
     )
 
 

@@ -19,7 +19,8 @@ from typing import Any
 
 import typer
 
-from . import options, streams
+from . import i18n, options, streams
+from .i18n import msg
 from .reporting import _click_error
 
 
@@ -44,14 +45,19 @@ class _Group(typer.core.TyperGroup):
         **extra: Any,
     ) -> Any:
         given = sys.argv[1:] if args is None else list(args)
-        with streams.guarded() as stdout:
-            try:
-                code = self._run(given, prog_name, complete_var, **extra)
-                sys.stdout.flush()  # what is still buffered fails here, not at exit
-            except streams.OutputError:
-                code = 1  # reported just below
-            if stdout.error is not None and not stdout.reported:
-                code = streams.output_failed(stdout)
+        # the environment's language until --lang says otherwise; the caller's afterwards
+        language = i18n.activate(None)
+        try:
+            with streams.guarded() as stdout:
+                try:
+                    code = self._run(given, prog_name, complete_var, **extra)
+                    sys.stdout.flush()  # what is still buffered fails here, not at exit
+                except streams.OutputError:
+                    code = 1  # reported just below
+                if stdout.error is not None and not stdout.reported:
+                    code = streams.output_failed(stdout)
+        finally:
+            i18n.restore(language)
         if not standalone_mode:
             return code
         sys.exit(code if isinstance(code, int) else 0)
@@ -288,9 +294,19 @@ class Scale:
                 from . import present
 
                 names = ", ".join(f"`{n}`" for n in lazy)
+                said = (
+                    i18n.tr(
+                        "evaluated with --backend dask: {names} is read a chunk at a time",
+                        names=names,
+                    )
+                    if len(lazy) == 1
+                    else i18n.tr(
+                        "evaluated with --backend dask: {names} are read a chunk at a time",
+                        names=names,
+                    )
+                )
                 present.make_console(stderr=True).print(
-                    f"note: evaluated with --backend dask: {names} "
-                    f"{'is' if len(lazy) == 1 else 'are'} read a chunk at a time",
+                    f"{i18n.tr('note')}: {said}",
                     markup=False,
                     soft_wrap=True,
                 )
@@ -298,7 +314,7 @@ class Scale:
         if self.chunks is not None or self.scheduler is not None:
             from .errors import InputError
 
-            raise InputError("--chunks and --scheduler go with --backend dask")
+            raise InputError(msg("--chunks and --scheduler go with --backend dask"))
         return False
 
     def evaluate(

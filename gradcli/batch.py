@@ -24,6 +24,7 @@ from .api import Result, as_gradcli_error, evaluate, request_id, request_kwargs
 from .autograd.backend import NUMPY
 from .compiled import Plans, _Recorded
 from .errors import InputError, LimitError, ShapeError
+from .i18n import msg
 from .io import dumps, json_array, numbers_text, parse_json_text, value_from_json
 from .language import DEFAULT_MAX_PROGRAM_CHARS
 
@@ -205,8 +206,12 @@ def _answer_all(
         try:
             if raw is None:
                 raise LimitError(
-                    f"line {number} is longer than {max_line_bytes:,} bytes "
-                    "(raise it with --max-line-bytes)"
+                    msg(
+                        "line {number} is longer than {max_line_bytes:,} bytes (raise it with "
+                        "--max-line-bytes)",
+                        number=number,
+                        max_line_bytes=max_line_bytes,
+                    )
                 )
             request = _parse_line(raw, number)
             answered = lane.answer(request)
@@ -245,7 +250,7 @@ def _response_text(result: Result) -> str:
     try:
         return dumps(result.to_json())
     except RecursionError:  # only the id, which is echoed as it came, can be that deep
-        raise InputError("the request's id is nested too deeply to be written back") from None
+        raise InputError(msg("the request's id is nested too deeply to be written back")) from None
 
 
 def _error_response(request: Any, exc: Exception, number: int) -> str:
@@ -407,7 +412,9 @@ def _decode(raw: bytes, number: int) -> str:
     try:  # the first line may begin with an editor's byte-order mark
         return raw.decode("utf-8-sig" if number == 1 else "utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(f"line {number} is not UTF-8 text (byte {e.start + 1})") from None
+        raise InputError(
+            msg("line {number} is not UTF-8 text (byte {start})", number=number, start=e.start + 1)
+        ) from None
 
 
 def _accumulate(totals: dict[str, Any], grads: dict[str, Any]) -> None:
@@ -416,8 +423,13 @@ def _accumulate(totals: dict[str, Any], grads: dict[str, Any]) -> None:
     for name, g in grads.items():
         if g is not None and name in totals and totals[name].shape != g.shape:
             raise ShapeError(
-                f"--accumulate: the gradient of {name} has shape {g.shape}, but earlier "
-                f"requests gave shape {totals[name].shape}"
+                msg(
+                    "--accumulate: the gradient of {name} has shape {shape}, but earlier "
+                    "requests gave shape {shape2}",
+                    name=name,
+                    shape=g.shape,
+                    shape2=totals[name].shape,
+                )
             )
     for name, g in grads.items():
         if g is None:

@@ -33,6 +33,7 @@ from .arguments import (
     _split_names,
 )
 from .arguments import _expressions_as_arguments as _expressions_as_arguments  # tests, docs
+from .i18n import msg
 from .reporting import _emit, _failures, _print_line, _report
 from .terminal import _batch_shows_progress, _interrupted
 
@@ -107,6 +108,7 @@ def eval_command(
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
     quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
+    lang: options.LangOpt = None,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     scale = Scale(backend, chunks, scheduler)
@@ -121,7 +123,9 @@ def eval_command(
             check_save_path(str(save))
         if expr == "-" and file is None:
             if values:
-                raise InputError("`eval -` reads one JSON request from stdin: give no NAME=VALUE")
+                raise InputError(
+                    msg("`eval -` reads one JSON request from stdin: give no NAME=VALUE")
+                )
             request = parse_json_text(read_stdin(limits.stdin_bytes), what="request")
             state.id = request_id(request)
             kwargs = request_kwargs(request)
@@ -207,6 +211,7 @@ def batch_command(
     ] = None,
     quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
+    lang: options.LangOpt = None,
 ) -> None:
     with _failures(True, debug):
         import gc
@@ -218,13 +223,18 @@ def batch_command(
         cluster = None if debug else scheduler
         if scheduler is not None and jobs > 1:
             raise InputError(
-                "--jobs and --scheduler cannot be used together: --jobs N answers on N "
-                "processes here, --scheduler on the cluster's workers"
+                msg(
+                    "--jobs and --scheduler cannot be used together: --jobs N answers on N "
+                    "processes here, --scheduler on the cluster's workers"
+                )
             )
         if cluster is not None and "-" in sources:
             raise InputError(
-                "batch --scheduler cannot read stdin (-): the workers read their parts of "
-                "the files themselves; for a stream, answer on N processes with --jobs N"
+                msg(
+                    "batch --scheduler cannot read stdin (-): the workers read their parts "
+                    "of the files themselves; for a stream, answer on N processes with "
+                    "--jobs N"
+                )
             )
         if jobs > 1 and not debug:  # the workers load gradcli while this process does
             from .parallel import warm_up
@@ -290,6 +300,7 @@ def graph_command(
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
     quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
+    lang: options.LangOpt = None,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     scale = Scale(backend, chunks, scheduler)
@@ -330,6 +341,7 @@ def explain_command(
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
     quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
+    lang: options.LangOpt = None,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
@@ -365,6 +377,7 @@ def functions_command(
         ),
     ] = None,
     json_out: options.JsonOpt = False,
+    lang: options.LangOpt = None,
 ) -> None:
     with _failures(json_out, False):
         from . import present
@@ -376,7 +389,13 @@ def functions_command(
             unknown = [n for n in names if n not in FUNCTIONS]
             if unknown:
                 name = unknown[0]
-                raise InputError(f"unknown function `{name}`{suggest(name, FUNCTIONS)}")
+                raise InputError(
+                    msg(
+                        "unknown function `{name}`{suggest}",
+                        name=name,
+                        suggest=suggest(name, FUNCTIONS),
+                    )
+                )
             chosen = [FUNCTIONS[n] for n in names]
         else:
             chosen = list(FUNCTIONS.values())
@@ -401,6 +420,7 @@ def repl_command(
     max_elements: options.MaxElementsOpt = options.DEFAULT_MAX_ELEMENTS,
     max_program_chars: options.MaxProgramCharsOpt = options.DEFAULT_MAX_PROGRAM_CHARS,
     quiet: options.QuietOpt = False,
+    lang: options.LangOpt = None,
 ) -> None:
     from . import repl
 

@@ -17,6 +17,7 @@ import typer
 from . import options
 from .arguments import Scale, _analyse, _check_save, _program_and_inputs
 from .cli import _command
+from .i18n import msg
 from .reporting import _emit, _failures
 from .terminal import _interrupted, _StepProgress, _StopOnCtrlC
 
@@ -53,6 +54,7 @@ def check_command(
     max_passes: options.MaxPassesOpt = options.DEFAULT_MAX_PASSES,
     quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
+    lang: options.LangOpt = None,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     scale = Scale(backend, chunks, scheduler)
@@ -104,6 +106,7 @@ def jacobian_command(
     max_passes: options.MaxPassesOpt = options.DEFAULT_MAX_PASSES,
     quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
+    lang: options.LangOpt = None,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     scale = Scale(backend, chunks, scheduler)
@@ -145,9 +148,11 @@ def _named_values(
         name, sep, text = arg.partition("=")
         name = name.strip()
         if not sep or not name.isidentifier():
-            raise InputError(f"{option} expects NAME=VALUE, got {arg[:60]!r}")
+            raise InputError(
+                msg("{option} expects NAME=VALUE, got {arg!r}", option=option, arg=arg[:60])
+            )
         if name in found:
-            raise InputError(f"{option} gives `{name[:40]}` twice")
+            raise InputError(msg("{option} gives `{name}` twice", option=option, name=name[:40]))
         found[name] = read_value(
             text, f"{option} {name}", dtype=dtype.value, seed=seed,
             max_elements=limits.elements, max_program_chars=limits.program_chars,
@@ -186,6 +191,7 @@ def hessian_command(
     max_passes: options.MaxPassesOpt = options.DEFAULT_MAX_PASSES,
     quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
+    lang: options.LangOpt = None,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     scale = Scale(backend, chunks, scheduler)
@@ -249,6 +255,7 @@ def jvp_command(
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
     quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
+    lang: options.LangOpt = None,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
@@ -316,6 +323,7 @@ def optimize_command(
     max_stdin_bytes: options.MaxStdinBytesOpt = options.DEFAULT_MAX_STDIN_BYTES,
     quiet: options.QuietOpt = False,
     debug: options.DebugOpt = False,
+    lang: options.LangOpt = None,
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     scale = Scale(backend, chunks, scheduler)
@@ -333,7 +341,10 @@ def optimize_command(
         if ctrl_c.asked and not result.interrupted:  # after the last step: at once, as anywhere
             _interrupted(signal.SIGINT, None)
         if result.interrupted:
-            sys.stderr.write(f"interrupted after {result.steps_run} of {steps} steps\n")
+            from .i18n import tr
+
+            said = tr("interrupted after {n} of {steps} steps", n=result.steps_run, steps=steps)
+            sys.stderr.write(said + "\n")
         _emit(
             result, json_out, quiet,
             lambda console: present.print_optimization(

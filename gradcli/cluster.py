@@ -50,6 +50,7 @@ from .autograd.backend import NUMPY
 from .batch import _Lane, _progress, _summary, read_lines
 from .compiled import Plans
 from .errors import GradcliError, InputError
+from .i18n import msg
 from .io import quote_short
 from .language import DEFAULT_MAX_PROGRAM_CHARS
 from .parallel import Settings, _answer_lines, _write_answer
@@ -163,7 +164,7 @@ def run_on_cluster(
         client = _connect(stack, address)
         if client is None:
             raise InputError(
-                "batch --scheduler needs a distributed scheduler (tcp://host:8786) or local:N"
+                msg("batch --scheduler needs a distributed scheduler (tcp://host:8786) or local:N")
             )
         _check_workers(client)
         if address.startswith("local:"):
@@ -216,8 +217,12 @@ def _regular_file(path: str) -> tuple[str, int]:
         info = os.fstat(stream.fileno())
     if not stat.S_ISREG(info.st_mode):
         raise InputError(
-            f"batch --scheduler reads regular files, and {quote_short(path, 200)} is not one: "
-            "the workers read their parts of the files themselves (for a stream, --jobs N)"
+            msg(
+                "batch --scheduler reads regular files, and {quote_short} is not one: "
+                "the workers read their parts of the files themselves (for a stream, "
+                "--jobs N)",
+                quote_short=quote_short(path, 200),
+            )
         )
     return os.path.abspath(path), info.st_size
 
@@ -230,15 +235,23 @@ def _check_workers(client: Any) -> None:
         client.wait_for_workers(1, timeout=WORKERS_TIMEOUT)
     except TimeoutError:
         raise GradcliError(
-            f"batch --scheduler: no worker joined the scheduler within {WORKERS_TIMEOUT} s"
+            msg(
+                "batch --scheduler: no worker joined the scheduler within {WORKERS_TIMEOUT} s",
+                WORKERS_TIMEOUT=WORKERS_TIMEOUT,
+            )
         ) from None
     try:
         # exec, a builtin, reaches any worker; {}: its own globals, not distributed's
         client.run(exec, "import gradcli.cluster", {})
     except ImportError as e:
         raise GradcliError(
-            f"batch --scheduler: a worker cannot import {e.name or 'gradcli'} ({e}): the "
-            "workers answer the requests themselves, and need gradcli, this version, installed"
+            msg(
+                "batch --scheduler: a worker cannot import {value} ({e}): the workers "
+                "answer the requests themselves, and need gradcli, this version, "
+                "installed",
+                value=e.name or "gradcli",
+                e=e,
+            )
         ) from None
 
 
@@ -346,14 +359,22 @@ def _failure(future: Any, part: Part) -> GradcliError:
     exc = future.exception()
     if isinstance(exc, OSError):
         return InputError(
-            f"a worker cannot read {quote_short(part.path, 200)}: {exc.strerror or exc} "
-            "(with --scheduler the workers read the files themselves: they must be at "
-            "the same path for them)"
+            msg(
+                "a worker cannot read {quote_short}: {value} (with --scheduler the "
+                "workers read the files themselves: they must be at the same path for "
+                "them)",
+                quote_short=quote_short(part.path, 200),
+                value=exc.strerror or exc,
+            )
         )
     said = " ".join(str(exc).split())  # one line
     return GradcliError(
-        f"batch --scheduler: a task failed on the cluster ({type(exc).__name__}: {said}); "
-        "the lines of its partition and after it got no response"
+        msg(
+            "batch --scheduler: a task failed on the cluster ({name}: {said}); the "
+            "lines of its partition and after it got no response",
+            name=type(exc).__name__,
+            said=said,
+        )
     )
 
 
@@ -379,7 +400,11 @@ def _reader(slot: _Slot, max_line_bytes: int) -> Callable[[int], bytes | None]:
                     return raw
         except OSError as e:
             raise InputError(
-                f"cannot read {quote_short(slot.part.path, 200)} again: {e.strerror or e}"
+                msg(
+                    "cannot read {quote_short} again: {value}",
+                    quote_short=quote_short(slot.part.path, 200),
+                    value=e.strerror or e,
+                )
             ) from None
         return None
 

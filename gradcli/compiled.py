@@ -19,6 +19,7 @@ import numpy as np
 from . import autograd as E
 from .api import Result, Setup, _grad_output, _root, _Run, evaluate
 from .autograd.replay import Plan, recording
+from .i18n import msg
 from .language import DEFAULT_MAX_PROGRAM_CHARS, check_program_length, compile_program
 
 #: a key whose evaluation cannot be planned: evaluated afresh every time
@@ -301,7 +302,7 @@ class Compiled:
         from .errors import InputError
 
         if not isinstance(expr, str):
-            raise InputError(f"expr must be a string, not {_shown(expr)}")
+            raise InputError(msg("expr must be a string, not {expr}", expr=_shown(expr)))
         check_program_length(expr, max_program_chars)
         compile_program(expr)  # a parse error now, not at the first call
         self.expr = expr

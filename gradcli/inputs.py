@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from .api import constant_value
 from .errors import GradcliError, InputError, LimitError
+from .i18n import msg
 from .io import (
     is_zarr,
     load_npz_inputs,
@@ -60,12 +61,16 @@ def _stdin(what: str) -> IO[bytes]:
     is None) is an input error: the user asked for stdin and gave none. So is a stdin that
     something else of the same command line has read already."""
     if sys.stdin is None:
-        raise InputError("standard input is closed: nothing to read")
+        raise InputError(msg("standard input is closed: nothing to read"))
     for stream, reader in _stdin_reader:
         if stream is sys.stdin:
             raise InputError(
-                f"standard input is read once, and {reader} reads it: {what} cannot "
-                "read it too (give one of them a file)"
+                msg(
+                    "standard input is read once, and {reader} reads it: {what} cannot read "
+                    "it too (give one of them a file)",
+                    reader=reader,
+                    what=what,
+                )
             )
     _stdin_reader[:] = [(sys.stdin, what)]
     return sys.stdin.buffer
@@ -76,10 +81,16 @@ def read_stdin_bytes(max_bytes: int, what: str = "eval -") -> bytes:
     try:
         data = read_at_most(_stdin(what), max_bytes)
     except OSError as e:  # e.g. fd 0 closed after start-up, or a directory
-        raise InputError(f"cannot read standard input: {e.strerror or e}") from None
+        raise InputError(
+            msg("cannot read standard input: {value}", value=e.strerror or e)
+        ) from None
     if data is None:
         raise LimitError(
-            f"standard input is longer than {max_bytes:,} bytes (raise it with --max-stdin-bytes)"
+            msg(
+                "standard input is longer than {max_bytes:,} bytes (raise it with "
+                "--max-stdin-bytes)",
+                max_bytes=max_bytes,
+            )
         )
     return data
 
@@ -88,7 +99,9 @@ def _utf8(data: bytes) -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(f"standard input is not UTF-8 text (byte {e.start})") from None
+        raise InputError(
+            msg("standard input is not UTF-8 text (byte {start})", start=e.start)
+        ) from None
 
 
 def read_stdin(max_bytes: int, what: str = "eval -") -> str:
@@ -116,17 +129,27 @@ def _read_program(
                     data = read_at_most(f, 4 * max_chars)
             if data is None:
                 raise LimitError(
-                    f"{shown}: the program is longer than {max_chars:,} characters "
-                    "(raise it with --max-program-chars)"
+                    msg(
+                        "{shown}: the program is longer than {max_chars:,} characters (raise it "
+                        "with --max-program-chars)",
+                        shown=shown,
+                        max_chars=max_chars,
+                    )
                 )
             return data.decode("utf-8-sig"), args  # an editor's byte-order mark is no name
         except UnicodeDecodeError as e:
-            raise InputError(f"{shown}: not UTF-8 text (byte {e.start})") from None
+            raise InputError(
+                msg("{shown}: not UTF-8 text (byte {start})", shown=shown, start=e.start)
+            ) from None
         except OSError as e:
-            what = "standard input" if from_stdin else f"the program file {file}"
-            raise InputError(f"cannot read {what}: {e.strerror or e}") from None
+            what = (
+                msg("standard input") if from_stdin else msg("the program file {file}", file=file)
+            )
+            raise InputError(
+                msg("cannot read {what}: {value}", what=what, value=e.strerror or e)
+            ) from None
     if expr is None:
-        raise InputError("missing EXPR (or -f FILE)")
+        raise InputError(msg("missing EXPR (or -f FILE)"))
     return expr, args
 
 
@@ -138,7 +161,13 @@ def open_requests(source: str) -> tuple[IO[bytes], int | None]:
     try:
         stream = open(source, "rb")  # noqa: SIM115 - closed when the process ends
     except OSError as e:
-        raise InputError(f"cannot read {quote_short(source, 200)}: {e.strerror or e}") from None
+        raise InputError(
+            msg(
+                "cannot read {quote_short}: {value}",
+                quote_short=quote_short(source, 200),
+                value=e.strerror or e,
+            )
+        ) from None
     try:
         return stream, os.fstat(stream.fileno()).st_size
     except OSError:
@@ -167,7 +196,7 @@ def read_value(
     if at == "@-" or at.startswith("@-:"):
         key = at[3:] if at.startswith("@-:") else None
         if key == "":
-            raise InputError(f"{name}: no array name after '@-:'")
+            raise InputError(msg("{name}: no array name after '@-:'", name=name))
         data = read_stdin_bytes(max_stdin_bytes, f"{shorten(name)}=@-")
         return value_from_bytes(data, name=name, key=key, dtype=dtype, max_elements=max_elements)
     if chunked != NEVER and at.startswith("@"):
@@ -176,8 +205,12 @@ def read_value(
             return value
     elif at.startswith("@") and is_zarr(at[1:]):
         raise InputError(
-            f"{name}: {quote_short(at[1:], 200)} is a Zarr store, read a chunk at a time by "
-            "the Dask backend: leave out --backend numpy"
+            msg(
+                "{name}: {quote_short} is a Zarr store, read a chunk at a time by the "
+                "Dask backend: leave out --backend numpy",
+                name=name,
+                quote_short=quote_short(at[1:], 200),
+            )
         )
     value = parse_cli_value(text, name=name, dtype=dtype, max_elements=max_elements)
     if value is not None:
@@ -194,8 +227,13 @@ def read_value(
         if e.kind not in ("parse", "name"):
             raise
         raise InputError(
-            f"bad value for {name}: {text[:60]!r} is not JSON, an @file or a constant "
-            f"expression ({e.message})"
+            msg(
+                "bad value for {name}: {text!r} is not JSON, an @file or a constant "
+                "expression ({message})",
+                name=name,
+                text=text[:60],
+                message=e.message,
+            )
         ) from None
 
 
@@ -289,11 +327,13 @@ def _read_inputs(
         name, sep, text = arg.partition("=")
         name = name.strip()
         if not sep or not name:
-            raise InputError(f"expected NAME=VALUE, got {arg[:60]!r}")
+            raise InputError(msg("expected NAME=VALUE, got {arg!r}", arg=arg[:60]))
         if not name.isidentifier():
-            raise InputError(f"{name[:40]!r} is not a valid input name (an identifier)")
+            raise InputError(
+                msg("{name!r} is not a valid input name (an identifier)", name=name[:40])
+            )
         if name in values:
-            raise InputError(f"the input `{shorten(name)}` is given twice")
+            raise InputError(msg("the input `{name}` is given twice", name=shorten(name)))
         values[name] = read_value(
             text,
             name,

@@ -24,6 +24,7 @@ from typing import Any
 
 from . import autograd as E
 from .errors import InputError
+from .i18n import msg, tr
 from .layout import shown_part
 
 #: the extra that installs what this module needs
@@ -40,13 +41,23 @@ def require_dask() -> Any:
     except ImportError as e:
         missing = getattr(e, "name", None) or "dask"
         raise InputError(
-            f"--backend dask needs {missing}, which is not installed: pip install '{EXTRA}'"
+            msg(
+                "--backend dask needs {missing}, which is not installed: pip install '{EXTRA}'",
+                missing=missing,
+                EXTRA=EXTRA,
+            )
         ) from None
 
 
 def check_backend(backend: Any) -> str:
     if backend not in BACKENDS:
-        raise InputError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+        raise InputError(
+            msg(
+                "backend must be one of {join}, not {backend!r}",
+                join=", ".join(BACKENDS),
+                backend=backend,
+            )
+        )
     return str(backend)
 
 
@@ -56,7 +67,7 @@ def parse_chunks(text: Any) -> int | None:
     if text is None:
         return None
     if isinstance(text, bool):
-        raise InputError(f"chunks must be a size in bytes, not {text!r}")
+        raise InputError(msg("chunks must be a size in bytes, not {text!r}", text=text))
     if isinstance(text, (int, float)):
         n = int(text)
     else:
@@ -66,10 +77,13 @@ def parse_chunks(text: Any) -> int | None:
             n = int(parse_bytes(str(text).strip()))
         except (ValueError, TypeError):
             raise InputError(
-                f"chunks must be a size in bytes such as 128MB, 64MiB or 1e6, not {text!r}"
+                msg(
+                    "chunks must be a size in bytes such as 128MB, 64MiB or 1e6, not {text!r}",
+                    text=text,
+                )
             ) from None
     if n < 1:
-        raise InputError(f"chunks must be at least 1 byte, not {text!r}")
+        raise InputError(msg("chunks must be at least 1 byte, not {text!r}", text=text))
     return n
 
 
@@ -156,7 +170,10 @@ def scheduler(address: str | None) -> Iterator[Any]:
         from distributed import Client, LocalCluster
     except ImportError:
         raise InputError(
-            f"--scheduler needs distributed, which is not installed: pip install '{EXTRA}'"
+            msg(
+                "--scheduler needs distributed, which is not installed: pip install '{EXTRA}'",
+                EXTRA=EXTRA,
+            )
         ) from None
     if address.startswith("local:"):
         try:
@@ -164,7 +181,12 @@ def scheduler(address: str | None) -> Iterator[Any]:
         except ValueError:
             n = 0
         if n < 1:
-            raise InputError(f"--scheduler local:N needs a number of workers >= 1, not {address}")
+            raise InputError(
+                msg(
+                    "--scheduler local:N needs a number of workers >= 1, not {address}",
+                    address=address,
+                )
+            )
         with (
             LocalCluster(
                 n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None
@@ -176,7 +198,9 @@ def scheduler(address: str | None) -> Iterator[Any]:
     try:
         client = Client(address, timeout="10s")
     except OSError as e:
-        raise InputError(f"cannot reach the Dask scheduler at {address}: {e}") from None
+        raise InputError(
+            msg("cannot reach the Dask scheduler at {address}: {e}", address=address, e=e)
+        ) from None
     with client:
         yield client
 
@@ -199,13 +223,15 @@ def progress(show: bool, console: Any = None) -> Iterator[None]:
         console=console,
         transient=True,
     ) as bar:
-        task = bar.add_task("computing", total=None)
+        # said here: Dask may call back from threads of its own, which have no language
+        words = (tr("computing"), tr("clipping"))  # (clipping: a second pass)
+        task = bar.add_task(words[0], total=None)
         passes = [0]
 
         class Bar(Callback):
             def _start_state(self, dsk: Any, state: Any) -> None:
                 passes[0] += 1
-                what = "computing" if passes[0] == 1 else "clipping"  # (a second pass)
+                what = words[0] if passes[0] == 1 else words[1]
                 bar.update(task, total=len(dsk), completed=0, description=what)
 
             def _posttask(self, *args: Any) -> None:

@@ -20,6 +20,20 @@ class DType(str, Enum):
     float32 = "float32"
 
 
+class Language(str, Enum):
+    en = "en"
+    bn = "bn"
+
+
+def _set_language(value: Language | None) -> Language | None:
+    """``--lang``, read before the other options (eager), so that their errors are said in
+    it; without it, the environment's language (docs/i18n.md)."""
+    from .i18n import activate
+
+    activate(None if value is None else Language(value).value)
+    return value
+
+
 class BackendName(str, Enum):
     numpy = "numpy"
     dask = "dask"
@@ -182,6 +196,18 @@ SchedulerOpt = Annotated[
     ),
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show Python tracebacks.")]
+LangOpt = Annotated[
+    Language | None,
+    typer.Option(
+        "--lang",
+        help="Language of tables, captions, notes and errors: en or bn (Bengali). Default: "
+        "bn when LC_ALL, LC_MESSAGES or LANG starts with bn (bn_BD.UTF-8), else en. "
+        "JSON output is the same in every language.",
+        callback=_set_language,
+        is_eager=True,
+        show_default=False,
+    ),
+]
 QuietOpt = Annotated[
     bool,
     typer.Option(

@@ -53,6 +53,7 @@ from multiprocessing.connection import Connection, wait
 from typing import IO, TYPE_CHECKING, Any, NoReturn
 
 from .errors import GradcliError
+from .i18n import msg
 
 if TYPE_CHECKING:
     from .batch import _Lane
@@ -348,8 +349,11 @@ class _Worker:
     def lost(self) -> NoReturn:
         self.process.join(1)
         raise GradcliError(
-            f"batch --jobs: a worker process ended unexpectedly (exit status "
-            f"{self.process.exitcode}); the lines of its block and after it got no response"
+            msg(
+                "batch --jobs: a worker process ended unexpectedly (exit status "
+                "{exitcode}); the lines of its block and after it got no response",
+                exitcode=self.process.exitcode,
+            )
         )
 
     def stop(self, *, at_once: bool) -> None:

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from .api import Result
 from .errors import GradcliError, escape_controls
+from .i18n import msg, tr, translate
 from .layout import (
     _BARE_POINT,
     NO_GRAD,
@@ -44,8 +45,9 @@ __all__ = [
     "result_table",
 ]
 
-#: shown in place of the gradient of an input that does not require grad
-CONSTANT = "— (constant)"
+#: shown in place of the gradient of an input that does not require grad (said in the
+#: active language when drawn: :func:`translate`)
+CONSTANT = msg("— (constant)")
 
 
 def _text(text: str, style: str = "") -> Text:
@@ -68,7 +70,7 @@ def _cell(
     a: np.ndarray | None, *, precision: int, full: bool, missing: str = NO_GRAD
 ) -> ArrayCell | Text:
     if a is None:
-        return Text(missing, style="dim")
+        return Text(translate(missing), style="dim")
     return ArrayCell(a, precision=precision, full=full)
 
 
@@ -91,7 +93,7 @@ def _rows(result: Result, precision: int, full: bool) -> list[list[_Row]]:
     ]
     output: list[_Row] = [
         (
-            Text("output", style="bold"),
+            Text(tr("output"), style="bold"),
             Text(_shape(result.value)),
             cell(result.value),
             Text(""),
@@ -104,16 +106,21 @@ def _caption(result: Result, precision: int) -> Text:
     """The reduction, the total gradient norm and any clipping, one statement a line."""
     lines: list[str] = []
     if result.reduction == "sum":
-        lines.append("output reduced with sum() before backward, as z.sum().backward()")
+        lines.append(tr("output reduced with sum() before backward, as z.sum().backward()"))
     elif result.reduction:
-        lines.append(f"output reduced with {escape_controls(result.reduction)}() before backward")
+        reduction = escape_controls(result.reduction)
+        lines.append(tr("output reduced with {reduction}() before backward", reduction=reduction))
     clip = result.clip or {}
     clipped = "clip_value" in clip or float(clip.get("scale", 1.0)) < 1.0
     if any(g is not None for g in result.grads.values()):
-        norm = f"total gradient norm {_num(result.total_grad_norm, precision)}"
-        lines.append(norm + (" (after clipping)" if clipped else ""))
+        norm = _num(result.total_grad_norm, precision)
+        lines.append(
+            tr("total gradient norm {norm} (after clipping)", norm=norm)
+            if clipped
+            else tr("total gradient norm {norm}", norm=norm)
+        )
     else:
-        lines.append("no input requires grad")
+        lines.append(tr("no input requires grad"))
     if "max_norm" in clip:
         p = _num(float(clip.get("norm_type", 2.0)), precision)
         total = _num(clip.get("total_norm", float("nan")), precision)
@@ -121,14 +128,27 @@ def _caption(result: Result, precision: int) -> Text:
         if clipped:
             scale = _num(clip["scale"], precision)
             lines.append(
-                f"gradients clipped: total {p}-norm {total} > max_norm {max_norm}, "
-                f"scaled by {scale}"
+                tr(
+                    "gradients clipped: total {p}-norm {total} > max_norm {max_norm}, "
+                    "scaled by {scale}",
+                    p=p,
+                    total=total,
+                    max_norm=max_norm,
+                    scale=scale,
+                )
             )
         else:
-            lines.append(f"gradients not clipped: total {p}-norm {total} <= max_norm {max_norm}")
+            lines.append(
+                tr(
+                    "gradients not clipped: total {p}-norm {total} <= max_norm {max_norm}",
+                    p=p,
+                    total=total,
+                    max_norm=max_norm,
+                )
+            )
     if "clip_value" in clip:
         v = _num(abs(float(clip["clip_value"])), precision)
-        lines.append(f"gradients clamped to [-{v}, {v}]")
+        lines.append(tr("gradients clamped to [-{v}, {v}]", v=v))
     return Text("\n".join(lines))
 
 
@@ -150,14 +170,17 @@ def result_table(result: Result, *, precision: int = 4, full: bool = False) -> T
     ``—``. Title: the expression; caption: reduction, total gradient norm, clipping.
     """
     table = _base_table(result, precision)
-    table.add_column("name", overflow="fold")
-    table.add_column("shape", overflow="fold")
-    table.add_column("value", overflow="fold")
-    table.add_column("gradient", overflow="fold")
+    for header in _headers():
+        table.add_column(header, overflow="fold")
     for group in _rows(result, precision, full):
         for i, row in enumerate(group):
             table.add_row(*row, end_section=i == len(group) - 1)
     return table
+
+
+def _headers() -> tuple[str, str, str, str]:
+    """The result table's column headers, in the active language."""
+    return (tr("name"), tr("shape"), tr("value"), tr("gradient"))
 
 
 def _stacked_table(result: Result, *, precision: int = 4, full: bool = False) -> Table:
@@ -167,7 +190,7 @@ def _stacked_table(result: Result, *, precision: int = 4, full: bool = False) ->
     table.add_column(overflow="fold")
     entries = [row for group in _rows(result, precision, full) for row in group]
     for i, (name, shape, value, grad) in enumerate(entries):
-        fields = [("name", name), ("shape", shape), ("value", value), ("gradient", grad)]
+        fields = list(zip(_headers(), (name, shape, value, grad), strict=True))
         if isinstance(grad, Text) and not grad.plain:  # the output row has no gradient cell
             fields.pop()
         for j, (label, content) in enumerate(fields):
@@ -192,8 +215,8 @@ def print_result(
 def print_error(err: GradcliError, console: Console) -> None:
     """Print ``error: <message>`` and then the error's context lines verbatim (no wrapping)."""
     # one line whatever the terminal width: scripts read the cause from the first line
-    message = escape_controls(err.message)
-    console.print(Text.assemble(("error", "bold red"), ": ", message), soft_wrap=True)
+    message = escape_controls(translate(err.message))
+    console.print(Text.assemble((tr("error"), "bold red"), ": ", message), soft_wrap=True)
     if err.context:
         # the context holds a source line and a caret: not wrapped, not cropped, not styled
         # (the lexer already shows a control character there as a space, keeping the caret
@@ -205,9 +228,9 @@ def print_error(err: GradcliError, console: Console) -> None:
 def print_warnings(warnings: Iterable[str], console: Console, *, notes: Iterable[str] = ()) -> None:
     """Print each warning as ``warning: <text>``, then each note as ``note: <text>``: one
     line each, whatever the terminal's width."""
-    for label, style, lines in (("warning", "yellow", warnings), ("note", "cyan", notes)):
+    for label, style, lines in ((tr("warning"), "yellow", warnings), (tr("note"), "cyan", notes)):
         for line in lines:
-            text = Text.assemble((label, style), ": ", escape_controls(line))
+            text = Text.assemble((label, style), ": ", escape_controls(translate(line)))
             console.print(text, soft_wrap=True)
 
 
@@ -229,17 +252,19 @@ def print_functions(functions: Iterable[Any], console: Console) -> None:
     """The table of ``gradcli functions``: name (and aliases), signature, meaning, derivative;
     its caption says that forward mode and H v use the same rules (docs/commands.md, "jvp")."""
     table = Table(
-        title="gradcli functions",
+        title=tr("gradcli functions"),
         box=box.SIMPLE_HEAD,
         caption=Text(
-            "forward mode (gradcli jvp, jacobian --mode forward) and Hessian-vector products "
-            "(hessian --vector) use these rules too, with the same values at kinks"
+            tr(
+                "forward mode (gradcli jvp, jacobian --mode forward) and Hessian-vector "
+                "products (hessian --vector) use these rules too, with the same values at kinks"
+            )
         ),
     )
-    table.add_column("function", no_wrap=True, style="bold")
-    table.add_column("signature", overflow="fold")
-    table.add_column("what it computes", overflow="fold")
-    table.add_column("derivative (VJP of upstream g)", overflow="fold")
+    table.add_column(tr("function"), no_wrap=True, style="bold")
+    table.add_column(tr("signature"), overflow="fold")
+    table.add_column(tr("what it computes"), overflow="fold")
+    table.add_column(tr("derivative (VJP of upstream g)"), overflow="fold")
     for f in functions:
         name = f.name + (f" ({', '.join(f.aliases)})" if f.aliases else "")
         table.add_row(Text(name), Text(f.signature), Text(f.summary), Text(f.derivative))
@@ -253,13 +278,16 @@ def print_functions(functions: Iterable[Any], console: Console) -> None:
 
 def print_jacobian(jac: Any, console: Console, *, precision: int = 4, full: bool = False) -> None:
     """One row per input: d output / d input with its shape (output.shape + input.shape)."""
-    caption = f"output shape {_shape(jac.value)}"
-    if getattr(jac, "mode", "reverse") == "forward":
-        caption += "; forward mode (one pass per input element)"
+    shape = _shape(jac.value)
+    caption = (
+        tr("output shape {shape}; forward mode (one pass per input element)", shape=shape)
+        if getattr(jac, "mode", "reverse") == "forward"
+        else tr("output shape {shape}", shape=shape)
+    )
     table = Table(title=_text(jac.expr), caption=Text(caption))
-    table.add_column("d output / d", no_wrap=True)
-    table.add_column("shape", no_wrap=True)
-    table.add_column("jacobian", overflow="fold")
+    table.add_column(tr("d output / d"), no_wrap=True)
+    table.add_column(tr("shape"), no_wrap=True)
+    table.add_column(tr("jacobian"), overflow="fold")
     for name, j in jac.jacobian.items():
         table.add_row(_text(name), Text(_shape(j)), ArrayCell(j, precision=precision, full=full))
     _print_table(console, table)
@@ -283,18 +311,21 @@ def print_jvp(res: Any, console: Console, *, precision: int = 4, full: bool = Fa
 
     table = _input_table(
         res.expr.strip(),
-        "the output's tangent is J t, its directional derivative along the inputs' tangents "
-        "(forward mode)",
-        ("name", "shape", "value", "tangent"),
+        tr(
+            "the output's tangent is J t, its directional derivative along the inputs' "
+            "tangents (forward mode)"
+        ),
+        (tr("name"), tr("shape"), tr("value"), tr("tangent")),
     )
     names = list(res.inputs)
     for i, name in enumerate(names):
         value = res.inputs[name]
         table.add_row(
             _text(name), Text(_shape(value)), cell(value),
-            cell(res.tangents.get(name), "— (held fixed)"), end_section=i == len(names) - 1,
+            cell(res.tangents.get(name), tr("— (held fixed)")), end_section=i == len(names) - 1,
         )  # fmt: skip
-    out = (Text("output", style="bold"), Text(_shape(res.value)), cell(res.value), cell(res.jvp))
+    out = (Text(tr("output"), style="bold"), Text(_shape(res.value)), cell(res.value),
+           cell(res.jvp))  # fmt: skip
     table.add_row(*out)
     _print_table(console, table)
 
@@ -306,10 +337,13 @@ def print_hvp(res: Any, console: Console, *, precision: int = 4, full: bool = Fa
         return _cell(a, precision=precision, full=full, missing=missing)
 
     table = _input_table(
-        f"Hessian-vector product of {res.expr.strip()}",
-        f"value {format_array(res.value, precision=precision)}; H v by one double backward, "
-        "without forming the Hessian; an input given no vector has a zero part of v",
-        ("name", "shape", "value", "vector", "H v"),
+        tr("Hessian-vector product of {expr}", expr=res.expr.strip()),
+        tr(
+            "value {value}; H v by one double backward, without forming the Hessian; an "
+            "input given no vector has a zero part of v",
+            value=format_array(res.value, precision=precision),
+        ),
+        (tr("name"), tr("shape"), tr("value"), tr("vector"), "H v"),
     )
     for name, value in res.inputs.items():
         wanted = name in res.hvp
@@ -324,12 +358,12 @@ def print_hvp(res: Any, console: Console, *, precision: int = 4, full: bool = Fa
 def print_hessian(hes: Any, console: Console, *, precision: int = 4) -> None:
     """The Hessian as a matrix with a label per row and column (``x[0]``, ``W[1,2]``)."""
     n = len(hes.labels)
-    title = _text(f"Hessian of {hes.expr}")
-    caption = Text(f"value {format_array(hes.value, precision=precision)}")
+    title = _text(tr("Hessian of {expr}", expr=hes.expr))
+    caption = Text(tr("value {value}", value=format_array(hes.value, precision=precision)))
     if n > 40:  # too wide for columns: one labelled row per line, NumPy-formatted
         table = Table(title=title, caption=caption)
-        table.add_column("row", no_wrap=True)
-        table.add_column("second derivatives", overflow="fold")
+        table.add_column(tr("row"), no_wrap=True)
+        table.add_column(tr("second derivatives"), overflow="fold")
         for label, row in zip(hes.labels, hes.hessian, strict=True):
             table.add_row(_text(label), ArrayCell(row, precision=precision))
     else:
@@ -344,21 +378,31 @@ def print_hessian(hes: Any, console: Console, *, precision: int = 4) -> None:
 
 def print_check(chk: Any, console: Console) -> None:
     """Worst absolute and relative error per input, and where it occurs."""
-    what = "gradient" if chk.order == 1 else "Hessian"
     table = Table(
-        title=_text(f"{what} check of {chk.expr}"),
+        title=_text(
+            tr("gradient check of {expr}", expr=chk.expr)
+            if chk.order == 1
+            else tr("Hessian check of {expr}", expr=chk.expr)
+        ),
         caption=Text(
-            f"central differences in float64, eps {chk.eps:g}; pass when "
-            f"|analytic - numeric| <= {chk.atol:g} + {chk.rtol:g} |numeric|"
+            tr(
+                "central differences in float64, eps {eps:g}; pass when "
+                "|analytic - numeric| <= {atol:g} + {rtol:g} |numeric|",
+                eps=chk.eps,
+                atol=chk.atol,
+                rtol=chk.rtol,
+            )
         ),
     )
-    for col in ("input", "result", "abs error", "rel error", "worst at", "analytic", "numeric"):
+    columns = (tr("input"), tr("result"), tr("abs error"), tr("rel error"), tr("worst at"),
+               tr("analytic"), tr("numeric"))  # fmt: skip
+    for col in columns:
         table.add_column(col, overflow="fold")
     for name, c in chk.inputs.items():
         where = _text(f"{name}[{','.join(map(str, c.worst_index))}]" if c.worst_index else name)
         table.add_row(
             _text(name),
-            Text("ok", style="green") if c.ok else Text("FAILED", style="bold red"),
+            Text(tr("ok"), style="green") if c.ok else Text(tr("FAILED"), style="bold red"),
             Text(_num(c.max_abs_error, 1)),
             Text(_num(c.max_rel_error, 1)),
             where,
@@ -378,8 +422,10 @@ def print_graph(g: Any, console: Console, *, precision: int = 4, max_nodes: int 
         _show(
             console,
             Text(
-                f"the graph has {len(nodes)} nodes: too many to draw as a tree "
-                "(use --json or --dot)"
+                tr(
+                    "the graph has {n} nodes: too many to draw as a tree (use --json or --dot)",
+                    n=len(nodes),
+                )
             ),
         )
         return
@@ -392,9 +438,11 @@ def print_graph(g: Any, console: Console, *, precision: int = 4, max_nodes: int 
         else:  # an input (named) or a constant
             head = Text.assemble((f"#{n.id} ", "dim"), (name, "bold"),
                                  (f" ({op})" if name else op, "cyan"))  # fmt: skip
-        head.append(f"  {_shape(n.value)}  value {_short_array(n.value, precision)}")
+        value = _short_array(n.value, precision)
+        head.append("  " + tr("{shape}  value {value}", shape=_shape(n.value), value=value))
         if n.grad is not None:
-            head.append(f"  grad {_short_array(n.grad, precision)}", style="green")
+            grad = _short_array(n.grad, precision)
+            head.append("  " + tr("grad {grad}", grad=grad), style="green")
         return head
 
     drawn: set[int] = set()
@@ -408,7 +456,14 @@ def print_graph(g: Any, console: Console, *, precision: int = 4, max_nodes: int 
             child = by_id[i]
             if i in drawn:
                 branch.add(
-                    _text(f"→ #{i} {child.label or child.op} (drawn once, elsewhere)", style="dim")
+                    _text(
+                        tr(
+                            "→ #{i} {node} (drawn once, elsewhere)",
+                            i=i,
+                            node=child.label or child.op,
+                        ),
+                        style="dim",
+                    )
                 )
             else:
                 drawn.add(i)
@@ -445,7 +500,7 @@ def loss_plot(
     values = np.asarray(losses, dtype=np.float64)
     finite = values[np.isfinite(values)]
     if finite.size == 0:
-        return Text("(no finite loss to plot)")
+        return Text(tr("(no finite loss to plot)"))
     log = bool(finite.min() > 0 and finite.max() / finite.min() > 100)
     ys = np.log10(values) if log else values
     # the axis spans every loss, so the labels (and what is left for the curve) are known
@@ -467,8 +522,9 @@ def loss_plot(
         lines.append(f"{label:>{pad}} ┤" + "".join(chars))
     lines.append(" " * (pad + 1) + "└" + "─" * len(col))
     last = len(values) - 1 if last_step is None else last_step
-    notes = ([f"every {every} steps"] if every > 1 else []) + (["log scale"] if log else [])
-    footer = [f"step 0 … {last}"] + ([f"({', '.join(notes)})"] if notes else [])
+    notes = [tr("every {every} steps", every=every)] if every > 1 else []
+    notes += [tr("log scale")] if log else []
+    footer = [tr("step 0 … {last}", last=last)] + ([f"({', '.join(notes)})"] if notes else [])
     indent = " " * (pad + 2)
     if len(indent) + len("  ".join(footer)) <= width:
         lines.append(indent + "  ".join(footer))
@@ -482,23 +538,29 @@ def print_optimization(
 ) -> None:
     """Final values and gradients, and the loss curve as wide as the console. A run that
     stopped early (``--tol``, Ctrl-C) says how many of its steps it took, and why."""
-    ran = f"{opt.steps_run} steps"
+    ran = tr("{n} steps", n=opt.steps_run)
     if opt.steps_run != opt.steps:
-        ran = f"{opt.steps_run} of {opt.steps} steps"
+        ran = tr("{n} of {steps} steps", n=opt.steps_run, steps=opt.steps)
     if opt.interrupted:
-        ran = f"interrupted after {ran}"
+        ran = tr("interrupted after {ran}", ran=ran)
     elif opt.converged:
-        ran += f" (loss change < tol {opt.tol:g})"
+        ran = tr("{ran} (loss change < tol {tol:g})", ran=ran, tol=opt.tol)
     caption = [
-        f"{ran}, lr {opt.lr:g}: loss {_num(opt.losses[0], precision)} → "
-        f"{_num(opt.losses[-1], precision)}",
-        *opt.notes,  # a thinned loss history
+        tr(
+            "{ran}, lr {lr:g}: loss {first} → {last}",
+            ran=ran,
+            lr=opt.lr,
+            first=_num(opt.losses[0], precision),
+            last=_num(opt.losses[-1], precision),
+        ),
+        *(translate(note) for note in opt.notes),  # a thinned loss history
     ]
-    table = Table(title=_text(f"{opt.optimizer} on {opt.expr}"), caption=Text("\n".join(caption)))
-    table.add_column("name", no_wrap=True)
-    table.add_column("shape", no_wrap=True)
-    table.add_column("final value", overflow="fold")
-    table.add_column("gradient", overflow="fold")
+    title = tr("{optimizer} on {expr}", optimizer=opt.optimizer, expr=opt.expr)
+    table = Table(title=_text(title), caption=Text("\n".join(caption)))
+    table.add_column(tr("name"), no_wrap=True)
+    table.add_column(tr("shape"), no_wrap=True)
+    table.add_column(tr("final value"), overflow="fold")
+    table.add_column(tr("gradient"), overflow="fold")
     for name, (value, grad) in opt.final.items():
         table.add_row(
             _text(name),
@@ -507,7 +569,7 @@ def print_optimization(
             ArrayCell(grad, precision=precision, full=full) if grad is not None else Text(NO_GRAD),
         )
     _print_table(console, table)
-    _show(console, Text("loss", style="bold"))
+    _show(console, Text(tr("loss"), style="bold"))
     plot = loss_plot(opt.losses, width=console.width, last_step=opt.steps_run, every=opt.loss_every)
     _show(console, plot, soft_wrap=True)
 
@@ -530,80 +592,96 @@ def print_explain(ex: Any, console: Console, *, precision: int = 4, full: bool =
         s = by_id[k]
         return f"#{k} {s['label']}" if s["label"] else f"#{k} {s['op']}"
 
-    table = Table(title=_text(f"forward: {ex.expr.strip()}"), box=box.HEAVY_HEAD)
-    for column in ("#", "node", "computes", "shape", "value"):
+    table = Table(title=_text(tr("forward: {expr}", expr=ex.expr.strip())), box=box.HEAVY_HEAD)
+    for column in ("#", tr("node"), tr("computes"), tr("shape"), tr("value")):
         table.add_column(column, overflow="fold")
     for s in forward:
+        said = translate(s["text"])
         text = (
-            s["text"]
+            said
             if not s["label"] or s["op"] in ("input", "constant")
-            else (f"{s['label']} = {s['text']}")
+            else (f"{s['label']} = {said}")
         )
-        table.add_row(Text(str(s["id"])), _text(text), _text(s["summary"]),
+        table.add_row(Text(str(s["id"])), _text(text), _text(translate(s["summary"])),
                       Text(_shape(s["value"])), cell(s["value"]))  # fmt: skip
     _print_table(console, table)
 
-    steps = Table(title=Text("backward, in the order the engine ran it"), box=box.HEAVY_HEAD)
-    for column in ("step", "node", "what happens", "gradient"):
+    steps = Table(title=Text(tr("backward, in the order the engine ran it")), box=box.HEAVY_HEAD)
+    for column in (tr("step"), tr("node"), tr("what happens"), tr("gradient")):
         steps.add_column(column, overflow="fold")
     for s in ex.backward:
         kind = s["kind"]
         node, words, grad = name(s.get("node")), "", s.get("grad")
         if kind == "wrt":
             node = "—"
-            words = "not in --wrt, so constants (no gradient flows to them): " + ", ".join(
-                s["constants"]
+            words = tr(
+                "not in --wrt, so constants (no gradient flows to them): {names}",
+                names=", ".join(s["constants"]),
             )
         elif kind == "reduction":
-            words = (
-                f"the output {name(s['output'])} has shape {tuple(s['shape'])}: backward "
-                "starts from its sum, as z.sum().backward()"
+            words = tr(
+                "the output {node} has shape {shape}: backward starts from its sum, as "
+                "z.sum().backward()",
+                node=name(s["output"]),
+                shape=tuple(s["shape"]),
             )
         elif kind == "seed":
             words = (
-                "start: the gradient given by --grad-output"
+                tr("start: the gradient given by --grad-output")
                 if s["source"] == "grad_output"
-                else "start: d output / d output = 1"
+                else tr("start: d output / d output = 1")
             )
         elif kind == "accumulate":
-            terms = " + ".join(f"{arr(t['grad'])} (from {name(t['from'])})" for t in s["terms"])
-            words = f"gradients meet: {terms} = {arr(grad)}"
+            terms = " + ".join(
+                tr("{grad} (from {node})", grad=arr(t["grad"]), node=name(t["from"]))
+                for t in s["terms"]
+            )
+            words = tr("gradients meet: {terms} = {grad}", terms=terms, grad=arr(grad))
         elif kind == "node":
-            where = f" (part of {name(s['node'])})" if s["inner"] else ""
+            where = " " + tr("(part of {node})", node=name(s["node"])) if s["inner"] else ""
             node = f"{name(s['node'])}{where}" if not s["inner"] else f"{s['primitive']}{where}"
-            said = f" — {s['summary']}" if s["summary"] else ""
-            lines = [f"{s['primitive']}{said}; rule: {s['rule']}"]
+            said = f" — {translate(s['summary'])}" if s["summary"] else ""
+            lines = [tr("{primitive}{said}; rule: {rule}", primitive=s["primitive"], said=said,
+                        rule=s["rule"])]  # fmt: skip
             for send in s["sends"]:
-                to = name(send["to"]) if send["to"] is not None else "a constant"
-                got = "nothing (no gradient)" if send["grad"] is None else arr(send["grad"])
-                lines.append(f"→ {to} (input {send['input']}): {got}")
+                to = name(send["to"]) if send["to"] is not None else tr("a constant")
+                got = tr("nothing (no gradient)") if send["grad"] is None else arr(send["grad"])
+                lines.append(tr("→ {to} (input {i}): {got}", to=to, i=send["input"], got=got))
             words = "\n".join(lines)
         elif kind == "unbroadcast":
-            axes = ", ".join(map(str, s["axes"]))
-            words = (
-                f"broadcasting undone for {name(s['to'])}: {arr(s['before'])} of shape "
-                f"{tuple(s['from_shape'])} summed over axis {axes} to shape {tuple(s['shape'])}"
+            words = tr(
+                "broadcasting undone for {node}: {before} of shape {from_shape} summed over "
+                "axis {axes} to shape {shape}",
+                node=name(s["to"]),
+                before=arr(s["before"]),
+                from_shape=tuple(s["from_shape"]),
+                axes=", ".join(map(str, s["axes"])),
+                shape=tuple(s["shape"]),
             )
         elif kind == "leaf":
-            words = f"accumulated into {s['label']}.grad"
+            words = tr("accumulated into {name}.grad", name=s["label"])
         elif kind == "keep":
-            words = f"the binding {s['label']} keeps its gradient (retain_grad)"
+            words = tr("the binding {name} keeps its gradient (retain_grad)", name=s["label"])
         elif kind == "clip":
             node, grad = "—", None
             if s["method"] == "norm":
-                p, total = _num(s["norm_type"], precision), _num(s["total_norm"], precision)
-                words = (
-                    f"clip_grad_norm_: total {p}-norm {total}, max_norm "
-                    f"{_num(s['max_norm'], precision)}: scaled by {_num(s['scale'], precision)}"
+                words = tr(
+                    "clip_grad_norm_: total {p}-norm {total}, max_norm {max_norm}: scaled by "
+                    "{scale}",
+                    p=_num(s["norm_type"], precision),
+                    total=_num(s["total_norm"], precision),
+                    max_norm=_num(s["max_norm"], precision),
+                    scale=_num(s["scale"], precision),
                 )
             else:
                 v = _num(abs(s["clip_value"]), precision)
-                words = f"clip_grad_value_: clamped to [-{v}, {v}]"
+                words = tr("clip_grad_value_: clamped to [-{v}, {v}]", v=v)
             for n, ba in s["grads"].items():
                 words += f"\n{n}: {arr(ba['before'])} → {arr(ba['after'])}"
         steps.add_row(Text(str(s["step"])), _text(node), _text(words), cell(grad))
     if not ex.backward:
-        steps.add_row(Text(""), Text("—"), Text("no input requires grad"), Text(""))
+        steps.add_row(Text(""), Text("—"), Text(tr("no input requires grad")), Text(""))
     _print_table(console, steps)
-    grads = "; ".join(f"{n}: {CONSTANT if g is None else arr(g)}" for n, g in ex.gradients.items())
-    _show(console, _text(f"gradients: {grads}" if grads else "no inputs"))
+    constant = translate(CONSTANT)
+    grads = "; ".join(f"{n}: {constant if g is None else arr(g)}" for n, g in ex.gradients.items())
+    _show(console, _text(tr("gradients: {grads}", grads=grads) if grads else tr("no inputs")))

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import options, streams
+from .i18n import msg, tr, translate
 
 if TYPE_CHECKING:
     from .api import Result
@@ -28,25 +29,25 @@ HISTORY_LENGTH = 1000
 
 #: ``:command`` → what it does (``:help`` prints this)
 COMMANDS = {
-    ":grad": ":grad [NAME...]    the accumulated .grad of inputs (all of them by default)",
-    ":zero": ":zero [NAME...]    set the accumulated .grad to zeros, as x.grad.zero_()",
-    ":clip": ":clip MAX [P]      clip_grad_norm_ on the accumulated .grad (P-norm, default 2)",
-    ":explain": ":explain [EXPR]    the backward pass step by step (default: the last line)",
-    ":graph": ":graph [EXPR]      the computation graph (default: the last line)",
-    ":save": ":save FILE         the last result, as eval --save: .npz, .json or .npy",
-    ":vars": ":vars              the names and their values",
-    ":help": ":help              this list",
-    ":quit": ":quit              leave (also :q, :exit, Ctrl-D)",
+    ":grad": msg(":grad [NAME...]    the accumulated .grad of inputs (all of them by default)"),
+    ":zero": msg(":zero [NAME...]    set the accumulated .grad to zeros, as x.grad.zero_()"),
+    ":clip": msg(":clip MAX [P]      clip_grad_norm_ on the accumulated .grad (P-norm, default 2)"),
+    ":explain": msg(":explain [EXPR]    the backward pass step by step (default: the last line)"),
+    ":graph": msg(":graph [EXPR]      the computation graph (default: the last line)"),
+    ":save": msg(":save FILE         the last result, as eval --save: .npz, .json or .npy"),
+    ":vars": msg(":vars              the names and their values"),
+    ":help": msg(":help              this list"),
+    ":quit": msg(":quit              leave (also :q, :exit, Ctrl-D)"),
 }
 ALIASES = {":q": ":quit", ":exit": ":quit", ":h": ":help", ":?": ":help"}
 
-HELP = """\
+HELP = msg("""\
 NAME = VALUE       an input: JSON ([3, 4]), @FILE, or a constant expression (randn(3))
 NAME = EXPR        a binding of earlier names (c = a*b + b), part of the graph of the
                    lines that use it; it is evaluated with the names' current values
 EXPR               evaluate and backward(): eval's table, and the gradients added to
                    the inputs' accumulated .grad (torch's accumulation)
-"""
+""")
 
 #: ``NAME = ...`` (not ``==``), when NAME is an identifier (as Python reads one: ``মান``)
 _BINDING = re.compile(r"\s*([^=]*?)\s*=(?!=)(.*)\Z", re.DOTALL)
@@ -135,9 +136,11 @@ class Session:
 
         name = normalize_name(name)
         if name in FUNCTIONS:  # the language's own message
-            raise NamingError(f"cannot bind `{name}`: it is the name of a function")
+            raise NamingError(msg("cannot bind `{name}`: it is the name of a function", name=name))
         if rhs == "@-" or rhs.startswith("@-:"):
-            raise InputError(f"{name}: the session reads its lines from standard input")
+            raise InputError(
+                msg("{name}: the session reads its lines from standard input", name=name)
+            )
         elements = self.limits["max_elements"]
         value = parse_cli_value(rhs, name=name, dtype=self.dtype, max_elements=elements)
         if value is None:
@@ -229,20 +232,26 @@ class Session:
 
         if word not in COMMANDS:
             known = [*COMMANDS, *ALIASES]
-            raise InputError(f"unknown command `{word}`{suggest(word, known)}; :help lists them")
+            raise InputError(
+                msg(
+                    "unknown command `{word}`{suggest}; :help lists them",
+                    word=word,
+                    suggest=suggest(word, known),
+                )
+            )
         if rest and word in (":vars", ":help", ":quit"):
-            raise InputError(f"{word} takes no argument")
+            raise InputError(msg("{word} takes no argument", word=word))
         getattr(self, "_do_" + word[1:])(rest)
 
     def _do_help(self, rest: str) -> None:
-        _say(HELP + "\n".join(COMMANDS.values()))
+        _say(translate(HELP) + "\n".join(map(translate, COMMANDS.values())))
 
     def _do_quit(self, rest: str) -> None:
         self.done = True
 
     def _do_vars(self, rest: str) -> None:
         if not self.values and not self.bindings:
-            _say("no names yet: bind one with NAME = VALUE")
+            _say(tr("no names yet: bind one with NAME = VALUE"))
         for name, value in self.values.items():
             _say(f"{name}  {tuple(int(n) for n in value.shape)}  {self._array(value)}")
         for name, rhs in self.bindings.items():
@@ -257,21 +266,26 @@ class Session:
         for n in names:
             if n in self.bindings:
                 raise NamingError(
-                    f"`{n}` is a binding, not an input: it keeps no .grad between lines "
-                    "(its gradient is in the table of each line that uses it)"
+                    msg(
+                        "`{n}` is a binding, not an input: it keeps no .grad between lines (its "
+                        "gradient is in the table of each line that uses it)",
+                        n=n,
+                    )
                 )
             if n not in self.values:
-                raise NamingError(f"unknown input `{n}`{suggest(n, self.values)}")
+                raise NamingError(
+                    msg("unknown input `{n}`{suggest}", n=n, suggest=suggest(n, self.values))
+                )
         return names or list(self.values)
 
     def _do_grad(self, rest: str) -> None:
         names = self._names(rest)
         if not names:
-            _say("no inputs yet: bind one with NAME = VALUE")
+            _say(tr("no inputs yet: bind one with NAME = VALUE"))
         for name in names:
             grad = self.grads.get(name)
             if grad is None:
-                _say(f"{name}.grad = None (no backward() has reached {name} yet)")
+                _say(tr("{name}.grad = None (no backward() has reached {name} yet)", name=name))
             else:
                 _say(f"{name}.grad = {self._array(grad, indent=len(name) + 8)}")
 
@@ -280,9 +294,9 @@ class Session:
         for name in names:
             self.grads[name][...] = 0  # in place, as zero_()
         _say(
-            "zeroed " + ", ".join(f"{n}.grad" for n in names)
+            tr("zeroed {grads}", grads=", ".join(f"{n}.grad" for n in names))
             if names
-            else "no .grad to zero: no backward() has reached these inputs"
+            else tr("no .grad to zero: no backward() has reached these inputs")
         )
 
     def _do_clip(self, rest: str) -> None:
@@ -292,18 +306,23 @@ class Session:
 
         words = rest.split()
         if len(words) not in (1, 2):
-            raise InputError(":clip takes MAX and an optional norm type P (:clip 1, :clip 1 inf)")
+            raise InputError(
+                msg(":clip takes MAX and an optional norm type P (:clip 1, :clip 1 inf)")
+            )
         try:
             max_norm = float(words[0])
         except ValueError:
-            raise InputError(f":clip: MAX must be a number, not {words[0][:40]!r}") from None
+            raise InputError(
+                msg(":clip: MAX must be a number, not {words!r}", words=words[0][:40])
+            ) from None
         max_norm, _, p = check_clipping(max_norm, None, words[1] if len(words) > 1 else 2.0)
         grads = list(self.grads.values())
         if not grads:
-            raise InputError(":clip: no .grad to clip: evaluate an expression first")
+            raise InputError(msg(":clip: no .grad to clip: evaluate an expression first"))
         total, scale = autograd.clip_by_norm(grads, max_norm, p)
         clip = {"max_norm": max_norm, "norm_type": p, "total_norm": total, "scale": scale}
-        _say(f"clip_grad_norm_ on {', '.join(f'{n}.grad' for n in self.grads)}: {_clip_note(clip)}")
+        said = ", ".join(f"{n}.grad" for n in self.grads)
+        _say(tr("clip_grad_norm_ on {grads}: {note}", grads=said, note=_clip_note(clip)))
 
     def _do_explain(self, rest: str, command: str = "explain") -> None:
         """``gradcli explain`` (or ``graph``) on EXPR, or on the last line's program."""
@@ -312,7 +331,9 @@ class Session:
         from .reporting import _report
 
         if not rest and self.last is None:
-            raise InputError(f":{command}: give an expression, or evaluate one first")
+            raise InputError(
+                msg(":{command}: give an expression, or evaluate one first", command=command)
+            )
         text, inputs = self._program(rest) if rest else self.last[:2]  # type: ignore[index]
         shown = getattr(analysis, command)(text, inputs, dtype=self.dtype, seed=self.seed,
                                            **self.limits)  # fmt: skip
@@ -331,14 +352,14 @@ class Session:
         from .io import arrays_to_save, check_save_path, save_result
 
         if not rest:
-            raise InputError(":save needs a file name: :save grads.npz (.npz, .json or .npy)")
+            raise InputError(msg(":save needs a file name: :save grads.npz (.npz, .json or .npy)"))
         path = os.path.expanduser(rest)
         check_save_path(path)
         if self.last is None:
-            raise InputError(":save: no result yet: evaluate an expression first")
+            raise InputError(msg(":save: no result yet: evaluate an expression first"))
         result = self.last[2]
         save_result(path, lambda: result.to_json(lists=False), arrays_to_save(result))
-        _say(f"saved {path}")
+        _say(tr("saved {path}", path=path))
 
     def _array(self, a: Any, indent: int = 0) -> str:
         from .layout import format_array
@@ -451,7 +472,11 @@ class Editing:
                     os.unlink(temporary)
                 raise
         except OSError as e:
-            return f"the history was not saved to {self.path}: {e.strerror or e}"
+            return msg(
+                "the history was not saved to {path}: {problem}",
+                path=self.path,
+                problem=e.strerror or e,
+            )
         return None
 
 
@@ -526,8 +551,12 @@ def interactive(session: Session) -> int:
     except ValueError:  # not the main thread
         previous = None
     sys.stderr.write(
-        f"gradcli {__version__}: inputs are kept between lines. :help lists the commands; "
-        "Ctrl-D leaves.\n"
+        tr(
+            "gradcli {version}: inputs are kept between lines. :help lists the commands; "
+            "Ctrl-D leaves.",
+            version=__version__,
+        )
+        + "\n"
     )
     try:
         while not session.done:
@@ -545,11 +574,11 @@ def interactive(session: Session) -> int:
             try:
                 session.handle(line)
             except KeyboardInterrupt:
-                sys.stderr.write("interrupted\n")
+                sys.stderr.write(tr("interrupted") + "\n")
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
         problem = editing.stop()
         if problem and not session.quiet:
-            sys.stderr.write(f"warning: {problem}\n")
+            sys.stderr.write(f"{tr('warning')}: {translate(problem)}\n")
     return 0

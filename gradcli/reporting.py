@@ -74,6 +74,7 @@ def _report(result: Any, *, quiet: bool, table: bool) -> None:
 def _fail(exc: BaseException, json_out: bool, request_id: Any, debug: bool) -> NoReturn:
     from . import present
     from .api import as_gradcli_error
+    from .i18n import tr, translate
     from .io import dumps
 
     if debug:
@@ -86,7 +87,9 @@ def _fail(exc: BaseException, json_out: bool, request_id: Any, debug: bool) -> N
             _print_line(dumps({"id": request_id, "error": err.to_json()}))
         except streams.OutputError as e:
             lost = e
-        console.print(f"error ({err.kind}): {err.message}", markup=False, soft_wrap=True)
+        # the kind is the JSON's, in every language; the words are the reader's
+        said = f"{tr('error')} ({err.kind}): {translate(err.message)}"
+        console.print(said, markup=False, soft_wrap=True)
     else:
         present.print_error(err, console)
     if lost is not None:  # said as well; the exit code stays the error's
@@ -100,11 +103,16 @@ def _click_error(exc: Any, json_out: bool) -> int:
         exc.show()  # `gradcli eval` alone: the help text
         return int(exc.exit_code)
     from .errors import InputError
+    from .i18n import msg
 
-    message = exc.format_message()
+    # click's own words stay English (docs/i18n.md); what gradcli adds is translated
     ctx = getattr(exc, "ctx", None)
-    if ctx is not None:
-        message += f" (see '{ctx.command_path} --help')"
+    message = (
+        msg("{message} (see '{command} --help')", message=exc.format_message(),
+            command=ctx.command_path)
+        if ctx is not None
+        else msg("{message}", message=exc.format_message())
+    )  # fmt: skip
     try:
         _fail(InputError(message), json_out, None, debug=False)
     except typer.Exit as done:

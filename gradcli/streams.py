@@ -174,5 +174,8 @@ def output_failed(stdout: Any) -> int:
     stdout.reported = True
     if stdout.error.errno == errno.EPIPE:
         return 0
-    sys.stderr.write(f"gradcli: cannot write the output: {stdout.error.cause}\n")
+    from .i18n import tr
+
+    said = tr("gradcli: cannot write the output: {cause}", cause=stdout.error.cause)
+    sys.stderr.write(said + "\n")
     return 1

@@ -43,11 +43,14 @@ class _StepProgress:
             TimeRemainingColumn,
         )
 
+        from .i18n import tr
+
         self.display = streams.progress(
-            TextColumn("optimizing"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(), TimeRemainingColumn(),
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn(tr("loss") + " {task.fields[loss]}"), TimeElapsedColumn(),
+            TimeRemainingColumn(),
         )  # fmt: skip
-        task = self.display.add_task("optimize", total=self.steps, loss="")
+        task = self.display.add_task(tr("optimizing"), total=self.steps, loss="")
         update = self.display.update
 
         def on_step(step: int, loss: float) -> None:
@@ -93,5 +96,7 @@ class _StopOnCtrlC:
 
 
 def _interrupted(signum: int, frame: Any) -> NoReturn:
-    sys.stderr.write("interrupted\n")
+    from .i18n import tr
+
+    sys.stderr.write(tr("interrupted") + "\n")
     raise SystemExit(130)

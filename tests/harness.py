@@ -112,12 +112,24 @@ class Run:
             assert word in self.stderr, (word, self.stderr)
 
 
-def gradcli_env(columns: int | None = None) -> dict[str, str]:
+#: the variables that choose the interface's language (docs/i18n.md)
+LANGUAGE_VARS = ("LANGUAGE", "LC_ALL", "LC_MESSAGES", "LANG")
+
+
+def gradcli_env(
+    columns: int | None = None, language: dict[str, str] | None = None
+) -> dict[str, str]:
     """The environment of a gradcli process: no colour, UTF-8, the terminal's size unset (or
-    ``columns`` wide), and this checkout importable from any working directory."""
+    ``columns`` wide), this checkout importable from any working directory, and English
+    whatever the caller's locale, unless ``language`` sets the locale variables."""
     env = dict(os.environ)
     for var in ("COLUMNS", "LINES", "FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE"):
         env.pop(var, None)
+    for var in LANGUAGE_VARS[:3]:
+        env.pop(var, None)
+    if env.get("LANG", "").lower().startswith("bn"):
+        env["LANG"] = "C.UTF-8"
+    env.update(language or {})
     env["NO_COLOR"] = "1"
     env["PYTHONIOENCODING"] = "utf-8"
     if columns is not None:
@@ -131,31 +143,38 @@ def run(
     stdin: str | bytes | None = None,
     cwd: Path = REPO,
     columns: int | None = None,
+    language: dict[str, str] | None = None,
 ) -> Run:
     """``python -m gradcli ARGS`` in a real subprocess (at the repository root unless ``cwd``
     says otherwise); stdin as text or raw bytes (``None``: the caller's own stdin). The output
     must be UTF-8 (a byte that does not decode fails the test); it is read as it is, with no
-    newline translation."""
+    newline translation. ``language``: locale variables (``{"LANG": "bn_BD.UTF-8"}``)."""
     data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
     proc = subprocess.run(
         [sys.executable, "-m", "gradcli", *args],
         input=data,
         capture_output=True,
         cwd=cwd,
-        env=gradcli_env(columns),
+        env=gradcli_env(columns, language),
         timeout=120,
     )
     return Run(proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8"), args)
 
 
-def invoke(*args: str, stdin: str | bytes | None = None, columns: int | None = None) -> Run:
-    """The same through CliRunner, in-process, after the CLI's argv pre-processing."""
+def invoke(
+    *args: str,
+    stdin: str | bytes | None = None,
+    columns: int | None = None,
+    language: dict[str, str] | None = None,
+) -> Run:
+    """The same through CliRunner, in-process, after the CLI's argv pre-processing: in
+    English whatever the caller's locale, unless ``language`` sets the locale variables."""
+    env: dict[str, str | None] = dict.fromkeys(LANGUAGE_VARS)
+    env.update(language or {})
+    if columns is not None:
+        env["COLUMNS"] = str(columns)
     result = CliRunner().invoke(
-        app,
-        _expressions_as_arguments(list(args)),
-        input=stdin,
-        prog_name="gradcli",
-        env=None if columns is None else {"COLUMNS": str(columns)},
+        app, _expressions_as_arguments(list(args)), input=stdin, prog_name="gradcli", env=env
     )
     exc = result.exception
     assert exc is None or isinstance(exc, SystemExit), f"uncaught {exc!r}"

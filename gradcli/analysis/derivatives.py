@@ -28,6 +28,7 @@ from ..api import Setup, prepare
 from ..autograd.functional import forward_columns
 from ..autograd.replay import Rows
 from ..errors import InputError, LimitError, ShapeError
+from ..i18n import msg
 from ..io import json_array
 from ..language import DEFAULT_MAX_PROGRAM_CHARS
 
@@ -48,8 +49,13 @@ def _check_passes(command: str, passes: int, max_passes: int) -> None:
     """Refuse, before the work starts, a command that needs more passes than the limit."""
     if passes > max_passes:
         raise LimitError(
-            f"{command} would make {passes:,} forward and backward passes of the program, "
-            f"over the limit of {max_passes:,} (raise it with --max-passes)"
+            msg(
+                "{command} would make {passes:,} forward and backward passes of the "
+                "program, over the limit of {max_passes:,} (raise it with --max-passes)",
+                command=command,
+                passes=passes,
+                max_passes=max_passes,
+            )
         )
 
 
@@ -99,7 +105,13 @@ def _jacobian_of(
 
 def _mode(mode: Any) -> str:
     if not isinstance(mode, str) or mode not in JACOBIAN_MODES:
-        raise InputError(f"mode must be one of {', '.join(JACOBIAN_MODES)}, not {mode!r}")
+        raise InputError(
+            msg(
+                "mode must be one of {join}, not {mode!r}",
+                join=", ".join(JACOBIAN_MODES),
+                mode=mode,
+            )
+        )
     return mode
 
 
@@ -191,8 +203,10 @@ def jacobian(
         if at is not None:
             if mode == "forward":
                 raise InputError(
-                    "jacobian --mode forward runs on the NumPy backend only (on Dask: --mode "
-                    "reverse or auto, which is reverse there)"
+                    msg(
+                        "jacobian --mode forward runs on the NumPy backend only (on Dask: --mode "
+                        "reverse or auto, which is reverse there)"
+                    )
                 )
             return on_dask.jacobian(
                 expr, inputs, at, wrt=wrt, dtype=dtype, seed=seed, max_elements=max_elements,
@@ -246,8 +260,12 @@ def element_labels(name: str, shape: tuple[int, ...]) -> list[str]:
 def _scalar_output(out: E.Tensor, command: str) -> None:
     if out.ndim != 0:
         raise ShapeError(
-            f"{command} needs a scalar output, but the output has shape {out.shape}: "
-            f"reduce it, e.g. sum(...) or mean(...)"
+            msg(
+                "{command} needs a scalar output, but the output has shape {shape}: "
+                "reduce it, e.g. sum(...) or mean(...)",
+                command=command,
+                shape=out.shape,
+            )
         )
 
 

@@ -21,6 +21,7 @@ import numpy as np
 from .. import api
 from .. import autograd as E
 from ..autograd import backward as engine_backward
+from ..i18n import msg
 from ..io import json_array
 from ..language import DEFAULT_MAX_PROGRAM_CHARS, FUNCTIONS
 from .compgraph import _graph_order
@@ -201,8 +202,8 @@ def _forward_step(
     inputs = [ids[id(p)] for p in parents]
     if op is None:
         op = "input" if t.label in values else "constant"
-        text = t.label if op == "input" else "a constant"
-        summary = "an input" if op == "input" else "a number or constant"
+        text = t.label if op == "input" else msg("a constant")
+        summary: str = msg("an input") if op == "input" else msg("a number or constant")
     else:
         names = [f"#{i}" for i in inputs]
         if op in _INFIX and len(names) == 2:
@@ -214,7 +215,7 @@ def _forward_step(
         spec = FUNCTIONS.get(op)
         summary = spec.summary if spec is not None else _PRIMITIVE_WORDS.get(op, op)
     if implicit:
-        summary = "sum of elements: the implicit sum() of a non-scalar output"
+        summary = msg("sum of elements: the implicit sum() of a non-scalar output")
     return {
         "id": k,
         "op": op,
@@ -230,10 +231,11 @@ def _forward_step(
 
 
 #: what the primitives without a function of their own name compute
-_PRIMITIVE_WORDS = {
-    "add": "elementwise sum", "sub": "elementwise difference", "mul": "elementwise product",
-    "div": "elementwise quotient", "neg": "negation",
-    "getitem": "elements picked by an index", "stack": "tensors joined along a new axis",
+_PRIMITIVE_WORDS: dict[str, str] = {
+    "add": msg("elementwise sum"), "sub": msg("elementwise difference"),
+    "mul": msg("elementwise product"), "div": msg("elementwise quotient"),
+    "neg": msg("negation"), "getitem": msg("elements picked by an index"),
+    "stack": msg("tensors joined along a new axis"),
 }  # fmt: skip
 
 

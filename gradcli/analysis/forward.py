@@ -25,6 +25,7 @@ from .. import autograd as E
 from ..api import Setup, check_inputs, prepare
 from ..autograd.functional import directional, hessian_vector
 from ..errors import InputError, NamingError, ShapeError, shorten
+from ..i18n import msg
 from ..io import json_array
 from ..language import DEFAULT_MAX_PROGRAM_CHARS, normalize_name, suggest
 from .derivatives import DEFAULT_MAX_PASSES, _check_passes, _scalar_output
@@ -45,15 +46,29 @@ def _named_arrays(
     arrays: dict[str, np.ndarray] = {}
     for given_name, v in check_inputs(given).items():
         if not isinstance(given_name, str) or not given_name.isidentifier():
-            raise InputError(f"{option} names {given_name!r}, which is not a valid input name")
+            raise InputError(
+                msg(
+                    "{option} names {given_name!r}, which is not a valid input name",
+                    option=option,
+                    given_name=given_name,
+                )
+            )
         name = normalize_name(given_name)
         if name not in allowed:
-            where = "an input" if name not in setup.values else "one of --wrt"
+            where = msg("an input") if name not in setup.values else msg("one of --wrt")
             raise NamingError(
-                f"{option} names `{shorten(name)}`, which is not {where}{suggest(name, allowed)}"
+                msg(
+                    "{option} names `{name}`, which is not {where}{suggest}",
+                    option=option,
+                    name=shorten(name),
+                    where=where,
+                    suggest=suggest(name, allowed),
+                )
             )
         if name in arrays:
-            raise InputError(f"{option} gives `{shorten(name)}` twice")
+            raise InputError(
+                msg("{option} gives `{name}` twice", option=option, name=shorten(name))
+            )
         value = value_from_json(
             v.data if isinstance(v, E.Tensor) else v,
             name=f"the {what} of {shorten(name)}",
@@ -63,8 +78,14 @@ def _named_arrays(
         shape = setup.values[name].shape
         if value.shape != shape:
             raise ShapeError(
-                f"the {what} of `{shorten(name)}` has shape {value.shape}, but "
-                f"`{shorten(name)}` has shape {shape}: they must be the same"
+                msg(
+                    "the {what} of `{name}` has shape {shape}, but `{name}` has shape "
+                    "{shape2}: they must be the same",
+                    what=what,
+                    name=shorten(name),
+                    shape=value.shape,
+                    shape2=shape,
+                )
             )
         arrays[name] = value
     return arrays
@@ -113,8 +134,10 @@ def jvp(
     given = check_inputs(tangents)
     if not given:
         raise InputError(
-            "jvp needs a tangent for at least one input (--tangent NAME=VALUE; in Python, "
-            "tangents={name: value})"
+            msg(
+                "jvp needs a tangent for at least one input (--tangent NAME=VALUE; in "
+                "Python, tangents={name: value})"
+            )
         )
     setup = prepare(
         expr, inputs, wrt=[], dtype=dtype,
@@ -184,13 +207,15 @@ def hvp(
 
         if on_dask.where(backend, chunks, scheduler) is not None:
             raise InputError(
-                "hessian --vector runs on the NumPy backend only (give --backend numpy)"
+                msg("hessian --vector runs on the NumPy backend only (give --backend numpy)")
             )
     given = check_inputs(vector)
     if not given:
         raise InputError(
-            "a Hessian-vector product needs the vector of at least one input (--vector "
-            "NAME=VALUE; in Python, vector={name: value})"
+            msg(
+                "a Hessian-vector product needs the vector of at least one input "
+                "(--vector NAME=VALUE; in Python, vector={name: value})"
+            )
         )
     setup = prepare(
         expr, inputs, wrt=wrt, dtype=dtype,

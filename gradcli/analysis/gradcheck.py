@@ -20,6 +20,7 @@ from .. import autograd as E
 from ..api import Setup, prepare
 from ..compiled import Plans
 from ..errors import InputError
+from ..i18n import msg
 from ..io import json_array
 from ..language import DEFAULT_MAX_PROGRAM_CHARS
 from .derivatives import (
@@ -187,9 +188,9 @@ def check(
     ``backend="dask"``: every pass on Dask arrays in chunks of ``chunks`` bytes, computed
     together on Dask's threads or the ``scheduler`` (docs/dask.md)."""
     if not (eps > 0 and math.isfinite(eps)) or not rtol >= 0 or not atol >= 0:
-        raise InputError("eps must be a positive number and rtol, atol numbers >= 0")
+        raise InputError(msg("eps must be a positive number and rtol, atol numbers >= 0"))
     if order not in (1, 2):
-        raise InputError(f"--order must be 1 or 2, not {order}")
+        raise InputError(msg("--order must be 1 or 2, not {order}", order=order))
     if backend != "numpy" or chunks is not None or scheduler is not None:
         from . import on_dask
 

@@ -31,6 +31,7 @@ from .. import autograd as E
 from .. import lazy
 from ..api import Setup
 from ..errors import InputError
+from ..i18n import msg
 from ..language import DEFAULT_MAX_PROGRAM_CHARS
 from .compgraph import Graph, Node, _graph_order
 from .derivatives import (
@@ -60,7 +61,7 @@ def where(backend: Any, chunks: Any, scheduler: str | None) -> Where | None:
     lazy.check_backend(backend)
     if backend == "numpy":
         if chunks is not None or scheduler is not None:
-            raise InputError("chunks and scheduler go with backend='dask'")
+            raise InputError(msg("chunks and scheduler go with backend='dask'"))
         return None
     lazy.require_dask()
     return Where(lazy.parse_chunks(chunks), scheduler)
@@ -565,10 +566,16 @@ def hold(setup: Setup, on: Session) -> None:
         v = setup.values[n]
         if v.nbytes > limit:
             raise InputError(
-                f"optimize holds the inputs it optimises in memory, and `{n}` "
-                f"({int(v.size):,} elements, {v.nbytes / 2**30:.3g} GiB) is larger than a "
-                f"quarter of this machine's memory ({limit / 2**30:.3g} GiB): optimise a "
-                "smaller input (--wrt), or keep this one a constant"
+                msg(
+                    "optimize holds the inputs it optimises in memory, and `{n}` ({size:,} "
+                    "elements, {nbytes:.3g} GiB) is larger than a quarter of this machine's "
+                    "memory ({limit:.3g} GiB): optimise a smaller input (--wrt), or keep "
+                    "this one a constant",
+                    n=n,
+                    size=int(v.size),
+                    nbytes=v.nbytes / 2**30,
+                    limit=limit / 2**30,
+                )
             )
     read = dict(zip(given, on.compute([setup.values[n] for n in given]), strict=True))
     for n in setup.wanted:

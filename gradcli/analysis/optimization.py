@@ -19,6 +19,7 @@ from .. import autograd as E
 from ..api import Setup, check_norm_type, prepare
 from ..compiled import Plans
 from ..errors import InputError
+from ..i18n import msg
 from ..io import json_array
 from ..language import DEFAULT_MAX_PROGRAM_CHARS
 from .derivatives import _scalar_output
@@ -144,20 +145,27 @@ def optimize(
     their updates stay in memory, as here (:class:`.on_dask.Steps`)."""
 
     if optimizer not in OPTIMIZERS:
-        raise InputError(f"unknown optimizer {optimizer!r}: use sgd, momentum or adam")
+        raise InputError(
+            msg("unknown optimizer {optimizer!r}: use sgd, momentum or adam", optimizer=optimizer)
+        )
     if not isinstance(steps, int) or steps < 0:
-        raise InputError(f"--steps must be a whole number >= 0, not {steps!r}")
+        raise InputError(msg("--steps must be a whole number >= 0, not {steps!r}", steps=steps))
     if not isinstance(max_history, int) or max_history < 1:
-        raise InputError(f"--max-history must be a whole number >= 1, not {max_history!r}")
+        raise InputError(
+            msg(
+                "--max-history must be a whole number >= 1, not {max_history!r}",
+                max_history=max_history,
+            )
+        )
     if not (lr > 0 and math.isfinite(lr)):
-        raise InputError(f"--lr must be a positive number, not {lr!r}")
+        raise InputError(msg("--lr must be a positive number, not {lr!r}", lr=lr))
     if tol is not None and not (tol >= 0 and math.isfinite(tol)):
-        raise InputError(f"--tol must be a finite number >= 0, not {tol!r}")
+        raise InputError(msg("--tol must be a finite number >= 0, not {tol!r}", tol=tol))
     if clip_norm is not None and clip_value is not None:
-        raise InputError("--clip-norm and --clip-value cannot be used together: choose one")
+        raise InputError(msg("--clip-norm and --clip-value cannot be used together: choose one"))
     for what, v in (("--clip-norm", clip_norm), ("--clip-value", clip_value)):
         if v is not None and not (v >= 0 and math.isfinite(v)):
-            raise InputError(f"{what} must be a finite number >= 0, not {v!r}")
+            raise InputError(msg("{what} must be a finite number >= 0, not {v!r}", what=what, v=v))
     p = check_norm_type(norm_type)
     checked = dict(
         optimizer=optimizer, steps=steps, lr=lr, momentum=momentum, clip_norm=clip_norm, p=p,
@@ -212,7 +220,7 @@ def _descend(
     from .. import nn, optim
 
     if not setup.wanted:
-        raise InputError("optimize needs at least one input to optimise (--wrt)")
+        raise InputError(msg("optimize needs at least one input to optimise (--wrt)"))
     if on is None:
         # the parameters are updated in place: work on copies of the given values
         setup.values = {k: v.copy() for k, v in setup.values.items()}
@@ -289,12 +297,18 @@ def _descend(
     for n in setup.wanted:
         g = leaves[n].grad
         final[n] = (leaves[n].data, None if g is None else g.data)
-    notes = []
+    notes: list[str] = []
     if history.every > 1:
         notes.append(
-            f"the loss history of {steps_run:,} steps is thinned to one loss every "
-            f"{history.every:,} steps ({len(history.kept):,} losses and the final one; "
-            f"raise --max-history, now {max_history:,}, to keep more)"
+            msg(
+                "the loss history of {steps:,} steps is thinned to one loss every "
+                "{every:,} steps ({kept:,} losses and the final one; "
+                "raise --max-history, now {max_history:,}, to keep more)",
+                steps=steps_run,
+                every=history.every,
+                kept=len(history.kept),
+                max_history=max_history,
+            )
         )
     return Optimization(
         expr, optimizer, lr, steps, [*history.kept, last], final, fp.messages(), history.every,

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ShapeError
+from ..i18n import msg
 from . import registry
 from .backend import NUMPY, as_data, backend_of
 from .node import (
@@ -62,7 +63,12 @@ def _seed(out: Tensor, gradient: Any, what: str, create_graph: bool) -> Any:
         g = gradient.data if isinstance(gradient, Tensor) else as_data(gradient)
         if g.shape != out.data.shape:
             raise ShapeError(
-                f"{what} of shape {g.shape} does not match the output shape {out.data.shape}"
+                msg(
+                    "{what} of shape {shape} does not match the output shape {shape2}",
+                    what=what,
+                    shape=g.shape,
+                    shape2=out.data.shape,
+                )
             )
         g = g.astype(out.data.dtype, copy=False)
     if create_graph:  # the seed may become a .grad or a result: an array of its own

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InvalidValueError
+from ..i18n import msg
 from .backend import NUMPY
 
 
@@ -22,7 +23,11 @@ def norm_type_of(norm_type: Any) -> float:
         except ValueError:
             p = None
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not float(p) > 0:
-        raise InvalidValueError(f"norm_type must be a positive number or inf, not {norm_type!r}")
+        raise InvalidValueError(
+            msg(
+                "norm_type must be a positive number or inf, not {norm_type!r}", norm_type=norm_type
+            )
+        )
     return float(p)
 
 

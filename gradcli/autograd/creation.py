@@ -6,6 +6,7 @@ import math
 from typing import Any
 
 from ..errors import InvalidValueError
+from ..i18n import msg
 from .backend import NUMPY
 from .registry import Shape, public
 from .state import check_size
@@ -25,7 +26,9 @@ def shape_arg(shape: Any, what: str) -> tuple[int, ...]:
             d = d.item()
         fd = float(d)
         if not math.isfinite(fd) or not fd.is_integer() or fd < 0:
-            raise InvalidValueError(f"{what}: a dimension must be a whole number >= 0, not {d}")
+            raise InvalidValueError(
+                msg("{what}: a dimension must be a whole number >= 0, not {d}", what=what, d=d)
+            )
         out.append(int(fd))
     check_size(out, what)
     return tuple(out)
@@ -90,7 +93,7 @@ def arange(
     if stop is None:
         start, stop = 0.0, start
     if step == 0 or not all(math.isfinite(v) for v in (start, stop, step)):
-        raise InvalidValueError("arange: start, stop and step must be finite and step nonzero")
+        raise InvalidValueError(msg("arange: start, stop and step must be finite and step nonzero"))
     n = max(0, math.ceil((stop - start) / step))
     check_size((n,), "arange")
     return const(NUMPY.arange(start, stop, step, dtype=dtype))

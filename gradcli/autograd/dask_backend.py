@@ -20,6 +20,7 @@ import dask.array as da
 import numpy as np
 
 from ..errors import InputError
+from ..i18n import msg
 from . import backend
 from .backend import _FUNCTIONS, NUMPY, NumpyBackend, _count
 
@@ -39,8 +40,12 @@ DEFAULT_CHUNK_BYTES = 32 * 2**20
 def refuse(function: str, why: str = "") -> InputError:
     """The error for a function Dask cannot compute lazily here."""
     return InputError(
-        f"`{function}` is not available with the Dask backend{why}: use --backend numpy "
-        "(the arrays must then fit in memory)"
+        msg(
+            "`{function}` is not available with the Dask backend{why}: use --backend "
+            "numpy (the arrays must then fit in memory)",
+            function=function,
+            why=why,
+        )
     )
 
 

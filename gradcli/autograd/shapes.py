@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import ShapeError
+from ..i18n import msg
 from .state import check_size
 
 #: every axis of an array of n dimensions, for the reductions of everything
@@ -22,12 +23,19 @@ def normalize_axis(axis: Any, ndim: int, what: str) -> tuple[int, ...]:
     out = []
     for a in axes:
         if not -ndim <= a < builtins.max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
-            raise ShapeError(f"{what}: axis {a} is out of bounds for a {ndim}-D tensor")
+            raise ShapeError(
+                msg(
+                    "{what}: axis {a} is out of bounds for a {ndim}-D tensor",
+                    what=what,
+                    a=a,
+                    ndim=ndim,
+                )
+            )
         out.append(int(a) % builtins.max(ndim, 1))
     if ndim == 0:
         return ()
     if len(set(out)) != len(out):
-        raise ShapeError(f"{what}: repeated axis in {tuple(axes)}")
+        raise ShapeError(msg("{what}: repeated axis in {axes}", what=what, axes=tuple(axes)))
     return tuple(sorted(out))
 
 
@@ -49,10 +57,17 @@ def check_broadcast(name: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
 def raise_shapes(name: str, shapes: Sequence[tuple[int, ...]]) -> None:
     if len(shapes) == 2:
         raise ShapeError(
-            f"{name}: shapes {shapes[0]} and {shapes[1]} cannot be broadcast together"
+            msg(
+                "{name}: shapes {shapes} and {shapes2} cannot be broadcast together",
+                name=name,
+                shapes=shapes[0],
+                shapes2=shapes[1],
+            )
         ) from None
     shown = ", ".join(map(str, shapes))
-    raise ShapeError(f"{name}: shapes {shown} cannot be broadcast together") from None
+    raise ShapeError(
+        msg("{name}: shapes {shown} cannot be broadcast together", name=name, shown=shown)
+    ) from None
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..errors import LimitError
+from ..i18n import msg
 from .backend import NUMPY
 
 DEFAULT_MAX_ELEMENTS = 10**8
@@ -185,8 +186,14 @@ def check_size(shape: Sequence[int], what: str) -> None:
     limit = STATE.max_elements
     if n > limit:
         raise LimitError(
-            f"{what}: a tensor of shape {tuple(shape)} would have {n:,} elements, over the "
-            f"limit of {limit:,} (raise it with --max-elements)"
+            msg(
+                "{what}: a tensor of shape {shape} would have {n:,} elements, over the "
+                "limit of {limit:,} (raise it with --max-elements)",
+                what=what,
+                shape=tuple(shape),
+                n=n,
+                limit=limit,
+            )
         )
 
 
@@ -258,9 +265,20 @@ class floating_errors:
 
     def messages(self) -> list[str]:
         return [
-            f"{kind} in {n} operation{'s' if n != 1 else ''}"
+            msg("{kind} in {n} operation", kind=_KIND_SAID.get(kind, kind), n=n)
+            if n == 1
+            else msg("{kind} in {n} operations", kind=_KIND_SAID.get(kind, kind), n=n)
             for kind, n in sorted(self.counts.items())
         ]
+
+
+#: NumPy's kinds of floating-point error, as the warnings say them (docs/i18n.md)
+_KIND_SAID = {
+    "divide by zero encountered": msg("divide by zero encountered"),
+    "overflow encountered": msg("overflow encountered"),
+    "underflow encountered": msg("underflow encountered"),
+    "invalid value encountered": msg("invalid value encountered"),
+}
 
 
 def _count_here(kind: str, flag: int) -> None:

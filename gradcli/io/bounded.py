@@ -18,6 +18,7 @@ import stat
 from typing import IO
 
 from ..errors import InputError, LimitError
+from ..i18n import msg
 
 #: How many bytes of a ``.json``/``.csv``/``.txt`` file (``@path``, ``--inputs FILE``) are
 #: read per element of ``--max-elements``: a float64 written in full takes at most 24
@@ -38,11 +39,11 @@ _DEFAULT_MAX_ELEMENTS = 10**8
 
 def _os_cause(e: OSError) -> str:
     if isinstance(e, FileNotFoundError):
-        return "no such file"
+        return msg("no such file")
     if isinstance(e, IsADirectoryError):
-        return "it is a directory"
+        return msg("it is a directory")
     if isinstance(e, PermissionError):
-        return "permission denied"
+        return msg("permission denied")
     return e.strerror or str(e)
 
 
@@ -86,12 +87,16 @@ def _read_bounded_text(f: IO[bytes], limit: int) -> tuple[str | None, str | None
             try:
                 piece = decoder.decode(chunk, final=not chunk)
             except UnicodeDecodeError as e:
-                why = f"is not UTF-8 text (byte {size - pending + e.start}: {e.reason})"
+                why = msg(
+                    "is not UTF-8 text (byte {start}: {reason})",
+                    start=size - pending + e.start,
+                    reason=e.reason,
+                )
             else:
                 nul = piece.find("\0")
                 if nul >= 0:
                     at = size - pending + len(piece[:nul].encode("utf-8"))
-                    why = f"is not text (a NUL byte at byte {at})"
+                    why = msg("is not text (a NUL byte at byte {at})", at=at)
                 else:
                     pieces.append(piece)
             if why is not None:
@@ -124,9 +129,16 @@ def read_file_text(path: str, *, what: str, max_elements: int | None, prefix: st
             if not (stat.S_ISREG(st.st_mode) and st.st_size > limit):
                 text, why = _read_bounded_text(f, limit)
     except OSError as e:
-        raise InputError(f"{prefix}cannot read {what}: {_os_cause(e)}") from None
+        raise InputError(
+            msg(
+                "{prefix}cannot read {what}: {os_cause}",
+                prefix=prefix,
+                what=what,
+                os_cause=_os_cause(e),
+            )
+        ) from None
     if why is not None:
-        raise InputError(f"{prefix}{what} {why}")
+        raise InputError(msg("{prefix}{what} {why}", prefix=prefix, what=what, why=why))
     if text is None:
         raise _too_long(prefix, what, limit, max_elements)
     return text
@@ -135,9 +147,16 @@ def read_file_text(path: str, *, what: str, max_elements: int | None, prefix: st
 def _too_long(prefix: str, what: str, limit: int, max_elements: int | None) -> LimitError:
     elements = _DEFAULT_MAX_ELEMENTS if max_elements is None else max_elements
     return LimitError(
-        f"{prefix}{what} is longer than {limit:,} bytes, the most read for --max-elements "
-        f"{elements:,} ({FILE_BYTES_PER_ELEMENT} bytes a number); raise --max-elements "
-        "to read it"
+        msg(
+            "{prefix}{what} is longer than {limit:,} bytes, the most read for "
+            "--max-elements {elements:,} ({FILE_BYTES_PER_ELEMENT} bytes a number); "
+            "raise --max-elements to read it",
+            prefix=prefix,
+            what=what,
+            limit=limit,
+            elements=elements,
+            FILE_BYTES_PER_ELEMENT=FILE_BYTES_PER_ELEMENT,
+        )
     )
 
 

@@ -27,6 +27,7 @@ import dask.array as da
 import numpy as np
 
 from ..errors import InputError
+from ..i18n import msg
 from .bounded import _os_cause
 from .files import split_zarr
 from .jsonio import _short
@@ -79,10 +80,21 @@ def lazy_npy(
         with open(full, "rb") as f:
             st = os.fstat(f.fileno())
             shape, fortran, file_dtype, offset = npy_header(
-                f, size=st.st_size, name=name, shown=f"file {shown}", max_elements=max_elements
+                f,
+                size=st.st_size,
+                name=name,
+                shown=msg("file {shown}", shown=shown),
+                max_elements=max_elements,
             )
     except OSError as e:
-        raise InputError(f"{name}: cannot read file {shown}: {_os_cause(e)}") from None
+        raise InputError(
+            msg(
+                "{name}: cannot read file {shown}: {os_cause}",
+                name=name,
+                shown=shown,
+                os_cause=_os_cause(e),
+            )
+        ) from None
     parts = NpyParts(os.path.abspath(full), shape, file_dtype, fortran, offset)
     token = f"npy-{uuid.uuid5(uuid.NAMESPACE_URL, f'{parts.path}:{st.st_mtime_ns}:{st.st_size}')}"
     arr = da.from_array(
@@ -104,7 +116,9 @@ def lazy_zarr(
     shown = _short(store, 200)
     full = os.path.expanduser(store)
     if not os.path.exists(full):
-        raise InputError(f"{name}: cannot read {shown}: no such Zarr store")
+        raise InputError(
+            msg("{name}: cannot read {shown}: no such Zarr store", name=name, shown=shown)
+        )
     try:
         node = zarr.open(full, mode="r")
         if isinstance(node, zarr.Group):
@@ -112,24 +126,52 @@ def lazy_zarr(
             if key is None:
                 if len(members) != 1:
                     raise InputError(
-                        f"{name}: {shown} is a Zarr group of {len(members)} arrays "
-                        f"({_keys_text(members)}): name one, @{store}:NAME"
+                        msg(
+                            "{name}: {shown} is a Zarr group of {n_members} arrays ({keys_text}): "
+                            "name one, @{store}:NAME",
+                            name=name,
+                            shown=shown,
+                            n_members=len(members),
+                            keys_text=_keys_text(members),
+                            store=store,
+                        )
                     )
                 (node,) = members.values()
             elif key not in members:
                 raise InputError(
-                    f"{name}: {shown} has no array {_short(key)} (it has: {_keys_text(members)})"
+                    msg(
+                        "{name}: {shown} has no array {key} (it has: {keys_text})",
+                        name=name,
+                        shown=shown,
+                        key=_short(key),
+                        keys_text=_keys_text(members),
+                    )
                 )
             else:
                 node = members[key]
         elif key is not None:
-            raise InputError(f"{name}: {shown} is one array, not a group: write @{store}")
+            raise InputError(
+                msg(
+                    "{name}: {shown} is one array, not a group: write @{store}",
+                    name=name,
+                    shown=shown,
+                    store=store,
+                )
+            )
     except InputError:
         raise
     except Exception as e:  # zarr's errors for a store that is not one
-        raise InputError(f"{name}: cannot read {shown} as Zarr: {e}") from None
+        raise InputError(
+            msg("{name}: cannot read {shown} as Zarr: {e}", name=name, shown=shown, e=e)
+        ) from None
     if node.dtype.kind not in "iuf":
-        raise InputError(f"bad value for {name}: a Zarr array of dtype {node.dtype} is not numeric")
+        raise InputError(
+            msg(
+                "bad value for {name}: a Zarr array of dtype {dtype} is not numeric",
+                name=name,
+                dtype=node.dtype,
+            )
+        )
     _check_limit(name, node.shape, max_elements)
     chunks = da.core.normalize_chunks(
         "auto",
@@ -168,7 +210,11 @@ class ZarrWriter:
         try:
             self.group = zarr.open_group(_chunk_store()(self.tmp), mode="w")
         except OSError as e:
-            raise InputError(f"cannot write {_short(path, 200)}: {_os_cause(e)}") from None
+            raise InputError(
+                msg(
+                    "cannot write {path}: {os_cause}", path=_short(path, 200), os_cause=_os_cause(e)
+                )
+            ) from None
 
     def __enter__(self) -> ZarrWriter:
         return self

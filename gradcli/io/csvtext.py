@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, LimitError
+from ..i18n import msg
 from .jsonio import _short
 from .values import _as_dtype
 
@@ -115,21 +116,57 @@ def _csv_error(
     cells = form.cells(row)
     for col, cell in enumerate(cells, start=1):
         if not cell.strip():
-            return InputError(f"{name}: {where}, line {lineno}, cell {col}: empty cell")
+            return InputError(
+                msg(
+                    "{name}: {where}, line {lineno}, cell {col}: empty cell",
+                    name=name,
+                    where=where,
+                    lineno=lineno,
+                    col=col,
+                )
+            )
         if not _is_number(cell):
             return InputError(
-                f"{name}: {where}, line {lineno}, cell {col}: {_short(cell)} is not a number"
+                msg(
+                    "{name}: {where}, line {lineno}, cell {col}: {cell} is not a number",
+                    name=name,
+                    where=where,
+                    lineno=lineno,
+                    col=col,
+                    cell=_short(cell),
+                )
             )
     if len(cells) != ncols:
         return InputError(
-            f"{name}: {where}, line {lineno} has {len(cells)} numbers but the first row has {ncols}"
+            msg(
+                "{name}: {where}, line {lineno} has {n_cells} numbers but the first row "
+                "has {ncols}",
+                name=name,
+                where=where,
+                lineno=lineno,
+                n_cells=len(cells),
+                ncols=ncols,
+            )
         )
-    return InputError(f"{name}: {where}, line {lineno}: {cause}")  # pragma: no cover
+    return InputError(
+        msg(
+            "{name}: {where}, line {lineno}: {cause}",
+            name=name,
+            where=where,
+            lineno=lineno,
+            cause=cause,
+        )
+    )  # pragma: no cover
 
 
 def _too_many(name: str, where: str, max_elements: int) -> LimitError:
     return LimitError(
-        f"{name}: {where} has more than {max_elements:,} numbers (raise it with --max-elements)"
+        msg(
+            "{name}: {where} has more than {max_elements:,} numbers (raise it with --max-elements)",
+            name=name,
+            where=where,
+            max_elements=max_elements,
+        )
     )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, shorten
+from ..i18n import msg
 from .bounded import _binary_file, _os_cause, read_file_text
 from .csvtext import _csv_value
 from .jsonio import _DuplicateKeyError, _loads, _short, parse_json_text
@@ -69,7 +70,7 @@ def parse_cli_value(
     """
     stripped = text.strip()
     if not stripped:
-        raise InputError(f"no value given for {name} (write {name}=VALUE)")
+        raise InputError(msg("no value given for {name} (write {name}=VALUE)", name=name))
     if stripped.startswith("@"):
         return load_file_value(stripped[1:], name=name, dtype=dtype, max_elements=max_elements)
     try:
@@ -77,22 +78,28 @@ def parse_cli_value(
     except json.JSONDecodeError:
         return None  # not JSON: maybe an expression
     except RecursionError:
-        raise InputError(f"value of {name}: JSON is nested too deeply") from None
+        raise InputError(msg("value of {name}: JSON is nested too deeply", name=name)) from None
     except _DuplicateKeyError:
         # Valid JSON syntax, and an object is never a value anyway.
-        raise InputError(f"bad value for {name}: the value is an object, not a number") from None
+        raise InputError(
+            msg("bad value for {name}: the value is an object, not a number", name=name)
+        ) from None
     return value_from_json(obj, name=name, dtype=dtype, max_elements=max_elements)
 
 
 def _read_text(path: str, shown: str, name: str, max_elements: int | None) -> str:
-    return read_file_text(path, what=f"file {shown}", prefix=f"{name}: ", max_elements=max_elements)
+    return read_file_text(
+        path, what=msg("file {shown}", shown=shown), prefix=f"{name}: ", max_elements=max_elements
+    )
 
 
 def _load_csv(
     path: str, shown: str, name: str, dt: np.dtype[Any], max_elements: int | None
 ) -> np.ndarray:
     text = _read_text(path, shown, name, max_elements)
-    return _csv_value(text, name=name, where=f"file {shown}", dt=dt, max_elements=max_elements)
+    return _csv_value(
+        text, name=name, where=msg("file {shown}", shown=shown), dt=dt, max_elements=max_elements
+    )
 
 
 def load_file_value(
@@ -110,25 +117,37 @@ def load_file_value(
     """
     dt = _float_dtype(dtype)
     if not path:
-        raise InputError(f"{name}: no file name after '@'")
+        raise InputError(msg("{name}: no file name after '@'", name=name))
     key = None
     m = _NPZ_KEY.fullmatch(path)
     if m is not None:
         path, key = m.group(1), m.group(2)
         if not key:
-            raise InputError(f"{name}: no array name after {_short(path + ':', 200)}")
+            raise InputError(
+                msg("{name}: no array name after {path}", name=name, path=_short(path + ":", 200))
+            )
     shown = _short(path, 200)
     full = os.path.expanduser(path)
     ext = os.path.splitext(full)[1].lower()
     if ext not in SUPPORTED_EXTENSIONS:
-        kind = f"unknown file type {_short(ext)}" if ext else "the file name has no extension"
+        kind = (
+            msg("unknown file type {ext}", ext=_short(ext))
+            if ext
+            else msg("the file name has no extension")
+        )
         raise InputError(
-            f"{name}: cannot read {shown}: {kind}; supported: {', '.join(SUPPORTED_EXTENSIONS)}"
+            msg(
+                "{name}: cannot read {shown}: {kind}; supported: {join}",
+                name=name,
+                shown=shown,
+                kind=kind,
+                join=", ".join(SUPPORTED_EXTENSIONS),
+            )
         )
     if ext == ".npy":
         return _load_npy(full, shown, name, dt, max_elements)
     if ext == ".npz":
-        where = f"file {shown}"
+        where = msg("file {shown}", shown=shown)
         try:
             f, _size = _binary_file(full, what=where, prefix=f"{name}: ", max_elements=max_elements)
             with f:
@@ -142,11 +161,22 @@ def load_file_value(
                     max_elements=max_elements,
                 )
         except OSError as e:
-            raise InputError(f"{name}: cannot read file {shown}: {_os_cause(e)}") from None
+            raise InputError(
+                msg(
+                    "{name}: cannot read file {shown}: {os_cause}",
+                    name=name,
+                    shown=shown,
+                    os_cause=_os_cause(e),
+                )
+            ) from None
     if ext == ".json":
         text = _read_text(full, shown, name, max_elements)
         return _json_file_value(
-            text, where=f"file {shown}", name=name, dt=dt, max_elements=max_elements
+            text,
+            where=msg("file {shown}", shown=shown),
+            name=name,
+            dt=dt,
+            max_elements=max_elements,
         )
     return _load_csv(full, shown, name, dt, max_elements)
 
@@ -158,7 +188,7 @@ def _json_file_value(
     try:
         return value_from_json(obj, name=name, dtype=dt, max_elements=max_elements)
     except InputError as e:
-        raise InputError(f"{e.message} (in {where})") from None
+        raise InputError(msg("{message} (in {where})", message=e.message, where=where)) from None
 
 
 def value_from_bytes(
@@ -179,7 +209,13 @@ def value_from_bytes(
     dt = _float_dtype(dtype)
     if key is not None and not data.startswith(_ZIP_MAGIC):
         raise InputError(
-            f"{name}: {at}:{shorten(key)} names an array of an .npz archive, but {where} is not one"
+            msg(
+                "{name}: {at}:{key} names an array of an .npz archive, but {where} is not one",
+                name=name,
+                at=at,
+                key=shorten(key),
+                where=where,
+            )
         )
     if data.startswith(_NPY_MAGIC):
         arr = read_npy(
@@ -200,12 +236,18 @@ def value_from_bytes(
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise InputError(
-            f"{name}: {where} is not UTF-8 text (byte {e.start}: {e.reason})"
+            msg(
+                "{name}: {where} is not UTF-8 text (byte {start}: {reason})",
+                name=name,
+                where=where,
+                start=e.start,
+                reason=e.reason,
+            )
         ) from None
     if "\0" in text:
-        raise InputError(f"{name}: {where} is not text (a NUL byte)")
+        raise InputError(msg("{name}: {where} is not text (a NUL byte)", name=name, where=where))
     if not text.strip():
-        raise InputError(f"{name}: {where} is empty: no value to read")
+        raise InputError(msg("{name}: {where} is empty: no value to read", name=name, where=where))
     if text.lstrip()[:1] in ("[", "{"):
         return _json_file_value(text, where=where, name=name, dt=dt, max_elements=max_elements)
     return _csv_value(text, name=name, where=where, dt=dt, max_elements=max_elements)

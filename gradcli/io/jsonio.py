@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, shorten
+from ..i18n import msg
 
 # Characters that json.dumps(ensure_ascii=False) leaves raw but that some line readers
 # (str.splitlines, JavaScript) treat as line breaks: escaped so one response is one line.
@@ -280,15 +281,25 @@ def parse_json_text(text: str, *, what: str) -> Any:
         return _loads(text)
     except json.JSONDecodeError as e:
         raise InputError(
-            f"{what}: invalid JSON at line {e.lineno}, column {e.colno}: {e.msg}",
+            msg(
+                "{what}: invalid JSON at line {lineno}, column {colno}: {msg}",
+                what=what,
+                lineno=e.lineno,
+                colno=e.colno,
+                msg=e.msg,
+            ),
             line=e.lineno,
             column=e.colno,
         ) from None
     except RecursionError:
-        raise InputError(f"{what}: JSON is nested too deeply") from None
+        raise InputError(msg("{what}: JSON is nested too deeply", what=what)) from None
     except _DuplicateKeyError as e:
         raise InputError(
-            f"{what}: duplicate key {_short(str(e.args[0]))} in a JSON object"
+            msg(
+                "{what}: duplicate key {args} in a JSON object",
+                what=what,
+                args=_short(str(e.args[0])),
+            )
         ) from None
 
 

@@ -19,6 +19,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..errors import InputError, shorten
+from ..i18n import msg
 from .bounded import _binary_file, _os_cause
 from .jsonio import _short
 from .values import DTypeArg, _as_dtype, _check_limit, _float_dtype
@@ -31,7 +32,9 @@ def npy_header(
     position, checked as :func:`read_npy` checks it; ``f`` is left past the header."""
 
     def bad(cause: str) -> InputError:
-        return InputError(f"{name}: cannot read {shown} as .npy: {cause}")
+        return InputError(
+            msg("{name}: cannot read {shown} as .npy: {cause}", name=name, shown=shown, cause=cause)
+        )
 
     start = f.tell()
     try:
@@ -75,9 +78,13 @@ def read_npy(
     try:
         arr = np.lib.format.read_array(f, allow_pickle=False)
     except (ValueError, EOFError, SyntaxError, TypeError) as e:
-        raise InputError(f"{name}: cannot read {shown} as .npy: {e}") from None
+        raise InputError(
+            msg("{name}: cannot read {shown} as .npy: {e}", name=name, shown=shown, e=e)
+        ) from None
     if not isinstance(arr, np.ndarray):  # pragma: no cover - read_array returns arrays
-        raise InputError(f"{name}: cannot read {shown} as .npy: not a single array")
+        raise InputError(
+            msg("{name}: cannot read {shown} as .npy: not a single array", name=name, shown=shown)
+        )
     _check_limit(name, arr.shape, max_elements)
     return arr
 
@@ -87,12 +94,22 @@ def _load_npy(
 ) -> np.ndarray:
     try:
         f, size = _binary_file(
-            path, what=f"file {shown}", prefix=f"{name}: ", max_elements=max_elements
+            path,
+            what=msg("file {shown}", shown=shown),
+            prefix=f"{name}: ",
+            max_elements=max_elements,
         )
         with f:
             arr = read_npy(f, size=size, name=name, shown=shown, max_elements=max_elements)
     except OSError as e:
-        raise InputError(f"{name}: cannot read file {shown}: {_os_cause(e)}") from None
+        raise InputError(
+            msg(
+                "{name}: cannot read file {shown}: {os_cause}",
+                name=name,
+                shown=shown,
+                os_cause=_os_cause(e),
+            )
+        ) from None
     return _as_dtype(arr, dt)
 
 
@@ -112,9 +129,17 @@ def _open_zip(f: IO[bytes], prefix: str, where: str) -> zipfile.ZipFile:
     try:
         return zipfile.ZipFile(f)
     except zipfile.BadZipFile:
-        raise InputError(f"{prefix}cannot read {where} as .npz: it is not a zip archive") from None
+        raise InputError(
+            msg(
+                "{prefix}cannot read {where} as .npz: it is not a zip archive",
+                prefix=prefix,
+                where=where,
+            )
+        ) from None
     except (zipfile.LargeZipFile, ValueError, EOFError, NotImplementedError) as e:
-        raise InputError(f"{prefix}cannot read {where} as .npz: {e}") from None
+        raise InputError(
+            msg("{prefix}cannot read {where} as .npz: {e}", prefix=prefix, where=where, e=e)
+        ) from None
 
 
 def _npz_members(zf: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
@@ -142,7 +167,9 @@ def _npz_member(
             )
     except (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError) as e:
         # a bad CRC or deflate stream, an unknown compression method, an encrypted member
-        raise InputError(f"{name}: cannot read {shown}: {e}") from None
+        raise InputError(
+            msg("{name}: cannot read {shown}: {e}", name=name, shown=shown, e=e)
+        ) from None
 
 
 def _npz_value(
@@ -161,16 +188,35 @@ def _npz_value(
         members = _npz_members(zf)
         if key is None:
             if not members:
-                raise InputError(f"{name}: {where} holds no arrays")
+                raise InputError(msg("{name}: {where} holds no arrays", name=name, where=where))
             if len(members) > 1:
                 raise InputError(
-                    f"{name}: {where} holds {len(members)} arrays ({_keys_text(members)}); "
-                    f"name one as {name}={shorten(at, 200)}:KEY"
+                    msg(
+                        "{name}: {where} holds {n_members} arrays ({keys_text}); name one as "
+                        "{name}={at}:KEY",
+                        name=name,
+                        where=where,
+                        n_members=len(members),
+                        keys_text=_keys_text(members),
+                        at=shorten(at, 200),
+                    )
                 )
             key = next(iter(members))
         elif key not in members:
-            holds = f"it holds {_keys_text(members)}" if members else "it holds no arrays"
-            raise InputError(f"{name}: {where} has no array {_short(key)}; {holds}")
+            holds = (
+                msg("it holds {keys}", keys=_keys_text(members))
+                if members
+                else msg("it holds no arrays")
+            )
+            raise InputError(
+                msg(
+                    "{name}: {where} has no array {key}; {holds}",
+                    name=name,
+                    where=where,
+                    key=_short(key),
+                    holds=holds,
+                )
+            )
         arr = _npz_member(
             zf, members[key], key=key, where=where, name=name, max_elements=max_elements
         )
@@ -201,7 +247,7 @@ def load_npz_inputs(
     path: str, *, dtype: DTypeArg = "float64", max_elements: int | None = None
 ) -> dict[str, np.ndarray]:
     """The inputs of ``--inputs FILE.npz``: every array of the archive, by its key."""
-    what = f"--inputs file {_short(path, 200)}"
+    what = msg("--inputs file {path}", path=_short(path, 200))
     try:
         f, _size = _binary_file(
             os.path.expanduser(path), what=what, prefix="", max_elements=max_elements
@@ -209,4 +255,6 @@ def load_npz_inputs(
         with f:
             return read_npz_arrays(f, where=what, dtype=dtype, max_elements=max_elements)
     except OSError as e:
-        raise InputError(f"cannot read {what}: {_os_cause(e)}") from None
+        raise InputError(
+            msg("cannot read {what}: {os_cause}", what=what, os_cause=_os_cause(e))
+        ) from None

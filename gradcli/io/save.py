@@ -20,6 +20,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..errors import InputError
+from ..i18n import msg
 from .bounded import _os_cause
 from .jsonio import _short, write_json
 from .npfiles import _keys_text
@@ -48,11 +49,19 @@ def check_save_path(path: str) -> str:
     ext = os.path.splitext(path.rstrip("/\\"))[1].lower()
     if ext in SAVE_EXTENSIONS:
         return ext
-    kind = f"unknown file type {_short(ext)}" if ext else "the file name has no extension"
+    kind = (
+        msg("unknown file type {ext}", ext=_short(ext))
+        if ext
+        else msg("the file name has no extension")
+    )
     raise InputError(
-        f"--save {_short(path, 200)}: {kind}; the extension chooses the format: "
-        ".npz (every array), .json (the --json response), .npy (one array) or .zarr (every "
-        "array, a chunk at a time)"
+        msg(
+            "--save {path}: {kind}; the extension chooses the format: .npz (every "
+            "array), .json (the --json response), .npy (one array) or .zarr (every "
+            "array, a chunk at a time)",
+            path=_short(path, 200),
+            kind=kind,
+        )
     )
 
 
@@ -86,8 +95,13 @@ def save_result(
     else:
         if len(arrays) != 1:
             raise InputError(
-                f"--save {_short(path, 200)}: a .npy file holds one array, and this result "
-                f"has {len(arrays)} ({_keys_text(arrays)}); save to .npz to keep them all"
+                msg(
+                    "--save {path}: a .npy file holds one array, and this result has "
+                    "{n_arrays} ({keys_text}); save to .npz to keep them all",
+                    path=_short(path, 200),
+                    n_arrays=len(arrays),
+                    keys_text=_keys_text(arrays),
+                )
             )
         (arr,) = arrays.values()
         _write_replaced(
@@ -106,8 +120,11 @@ def save_zarr(path: str, arrays: Mapping[str, Any]) -> None:
         from .chunked import ZarrWriter
     except ImportError:
         raise InputError(
-            f"--save {_short(path, 200)}: Zarr needs dask and zarr, which are not installed: "
-            "pip install 'gradcli[dask]'"
+            msg(
+                "--save {path}: Zarr needs dask and zarr, which are not installed: pip "
+                "install 'gradcli[dask]'",
+                path=_short(path, 200),
+            )
         ) from None
     with ZarrWriter(path) as writer:
         writer.store(arrays, lambda *todo: dask.compute(*todo, scheduler="threads"))
@@ -120,7 +137,9 @@ def _write_replaced(path: str, write: Callable[[IO[bytes]], Any]) -> None:
         with ReplacedFile(path) as f:
             write(f)
     except OSError as e:
-        raise InputError(f"cannot write {_short(path, 200)}: {_os_cause(e)}") from None
+        raise InputError(
+            msg("cannot write {path}: {os_cause}", path=_short(path, 200), os_cause=_os_cause(e))
+        ) from None
 
 
 def save_npz(path: str, arrays: dict[str, np.ndarray]) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError, LimitError
+from ..i18n import msg
 from .jsonio import _short
 
 #: NumPy's own limit on the number of dimensions; deeper JSON nesting is refused.
@@ -49,9 +50,11 @@ def _float_dtype(dtype: DTypeArg) -> np.dtype[Any]:
     try:
         dt = np.dtype(dtype)
     except TypeError:
-        raise InputError(f"unknown dtype {dtype!r}; use float64 or float32") from None
+        raise InputError(
+            msg("unknown dtype {dtype!r}; use float64 or float32", dtype=dtype)
+        ) from None
     if dt.kind != "f":
-        raise InputError(f"unsupported dtype {dt.name}; use float64 or float32")
+        raise InputError(msg("unsupported dtype {name}; use float64 or float32", name=dt.name))
     return dt
 
 
@@ -108,7 +111,15 @@ def _bad_scalar(name: str, where: str, x: Any) -> InputError:
     hint = ""
     if isinstance(x, str):
         hint = ' (the only strings accepted are "nan", "inf" and "-inf")'
-    return InputError(f"bad value for {name}: {where} is {_describe(x)}, not a number{hint}")
+    return InputError(
+        msg(
+            "bad value for {name}: {where} is {x}, not a number{hint}",
+            name=name,
+            where=where,
+            x=_describe(x),
+            hint=hint,
+        )
+    )
 
 
 def _check_limit(name: str, shape: Sequence[int], max_elements: int | None) -> None:
@@ -116,8 +127,14 @@ def _check_limit(name: str, shape: Sequence[int], max_elements: int | None) -> N
         size = math.prod(shape)
         if size > max_elements:
             raise LimitError(
-                f"{name} has {size} elements (shape {tuple(shape)}), "
-                f"more than the limit of {max_elements}"
+                msg(
+                    "{name} has {size} elements (shape {shape}), more than the limit of "
+                    "{max_elements}",
+                    name=name,
+                    size=size,
+                    shape=tuple(shape),
+                    max_elements=max_elements,
+                )
             )
 
 
@@ -130,14 +147,31 @@ def _from_ndarray(
         if np.ma.is_masked(arr):
             count = int(np.ma.count_masked(arr))
             raise InputError(
-                f"bad value for {name}: a masked array with {count} masked "
-                f"element{'s' if count != 1 else ''}; gradcli has no masks: pass "
-                f"m.filled(value) to choose the masked elements' value, or m.data to ignore "
-                f"the mask"
+                msg(
+                    "bad value for {name}: a masked array with {count} masked "
+                    "element; gradcli has no masks: pass m.filled(value) to choose "
+                    "the masked elements' value, or m.data to ignore the mask",
+                    name=name,
+                    count=count,
+                )
+                if count == 1
+                else msg(
+                    "bad value for {name}: a masked array with {count} masked "
+                    "elements; gradcli has no masks: pass m.filled(value) to choose "
+                    "the masked elements' value, or m.data to ignore the mask",
+                    name=name,
+                    count=count,
+                )
             )
         arr = np.ma.getdata(arr)  # nothing is masked: the data is the whole value
     if arr.dtype.kind not in "iuf":
-        raise InputError(f"bad value for {name}: an array of dtype {arr.dtype} is not numeric")
+        raise InputError(
+            msg(
+                "bad value for {name}: an array of dtype {dtype} is not numeric",
+                name=name,
+                dtype=arr.dtype,
+            )
+        )
     _check_limit(name, arr.shape, max_elements)
     if not copy and type(arr) is np.ndarray and arr.dtype == dt and arr.flags.c_contiguous:
         # Borrowed (copy=False): the caller's memory, through a view gradcli cannot write.
@@ -188,19 +222,39 @@ def value_from_json(
             for k, item in enumerate(level):
                 if _is_seq(item):
                     raise InputError(
-                        f"bad value for {name}: ragged nested list: {_where(k, shape)} is "
-                        f"{_describe(item)} but {_where(0, shape)} is {_describe(head)}"
+                        msg(
+                            "bad value for {name}: ragged nested list: {where} is {item} but "
+                            "{where2} is {head}",
+                            name=name,
+                            where=_where(k, shape),
+                            item=_describe(item),
+                            where2=_where(0, shape),
+                            head=_describe(head),
+                        )
                     )
             break
         if len(shape) >= MAX_DIMS:
-            raise InputError(f"bad value for {name}: lists nested more than {MAX_DIMS} levels deep")
+            raise InputError(
+                msg(
+                    "bad value for {name}: lists nested more than {MAX_DIMS} levels deep",
+                    name=name,
+                    MAX_DIMS=MAX_DIMS,
+                )
+            )
         n = len(head)
         nxt: list[Any] = []
         for k, item in enumerate(level):
             if not _is_seq(item) or len(item) != n:
                 raise InputError(
-                    f"bad value for {name}: ragged nested list: {_where(k, shape)} is "
-                    f"{_describe(item)} but {_where(0, shape)} is a list of {n}"
+                    msg(
+                        "bad value for {name}: ragged nested list: {where} is {item} but "
+                        "{where2} is a list of {n}",
+                        name=name,
+                        where=_where(k, shape),
+                        item=_describe(item),
+                        where2=_where(0, shape),
+                        n=n,
+                    )
                 )
             nxt.extend(item)
         shape.append(n)
@@ -235,7 +289,13 @@ def lazy_value(
     array is, converted to ``dtype`` lazily, never computed here."""
     dt = _float_dtype(dtype)
     if arr.dtype.kind not in "iuf":
-        raise InputError(f"bad value for {name}: an array of dtype {arr.dtype} is not numeric")
+        raise InputError(
+            msg(
+                "bad value for {name}: an array of dtype {dtype} is not numeric",
+                name=name,
+                dtype=arr.dtype,
+            )
+        )
     _check_limit(name, arr.shape, max_elements)
     return arr if arr.dtype == dt else arr.astype(dt)
 
@@ -249,12 +309,15 @@ def read_inputs_object(
     """
     if not isinstance(obj, dict):
         raise InputError(
-            f"inputs must be a JSON object mapping names to values, not {_describe(obj)}"
+            msg(
+                "inputs must be a JSON object mapping names to values, not {obj}",
+                obj=_describe(obj),
+            )
         )
     out: dict[str, np.ndarray] = {}
     for key, value in obj.items():
         if not isinstance(key, str):
-            raise InputError(f"input names must be strings, not {_describe(key)}")
+            raise InputError(msg("input names must be strings, not {key}", key=_describe(key)))
         out[key] = value_from_json(value, name=key, dtype=dtype, max_elements=max_elements)
     return out
 

@@ -17,6 +17,7 @@ from .. import autograd as E
 from ..autograd import Tensor
 from ..autograd.replay import opaque
 from ..errors import DomainError, InvalidValueError, NamingError, ShapeError, shorten
+from ..i18n import msg
 from .functions import (
     _REQUIRED,
     AXIS,
@@ -59,13 +60,21 @@ def to_tensor(value: Any, dtype: Any, what: str = "value") -> Tensor:
         return _stack_literal(value, dtype)
     if value is None or isinstance(value, bool):
         shown = {None: "none", True: "true", False: "false"}[value]
-        raise InvalidValueError(f"{what}: `{shown}` is a keyword value, not a tensor")
+        raise InvalidValueError(
+            msg("{what}: `{shown}` is a keyword value, not a tensor", what=what, shown=shown)
+        )
     if value is Ellipsis or isinstance(value, slice):
-        raise InvalidValueError(f"{what}: `...` and slices are only allowed inside x[...]")
+        raise InvalidValueError(
+            msg("{what}: `...` and slices are only allowed inside x[...]", what=what)
+        )
     if isinstance(value, str):
         raise InvalidValueError(
-            f'{what}: the string "{shorten(value)}" is not a tensor; a string is only the '
-            "argument of a function that takes one (`gradcli functions` shows which)"
+            msg(
+                '{what}: the string "{value}" is not a tensor; a string is only the '
+                "argument of a function that takes one (`gradcli functions` shows which)",
+                what=what,
+                value=shorten(value),
+            )
         )
     return E.constant(float(value), dtype)
 
@@ -89,12 +98,17 @@ def _stack_literal(seq: Seq, dtype: Any) -> Tensor:
             continue
         first = items[0].shape
         if len(first) >= 64:  # NumPy's limit on dimensions
-            raise ShapeError("array literal nested more than 64 levels deep")
+            raise ShapeError(msg("array literal nested more than 64 levels deep"))
         for i, t in enumerate(items):
             if t.shape != first:
                 raise ShapeError(
-                    f"ragged array literal: element 1 has shape {first} but element {i + 1} "
-                    f"has shape {t.shape}"
+                    msg(
+                        "ragged array literal: element 1 has shape {first} but element {i} has "
+                        "shape {shape}",
+                        first=first,
+                        i=i + 1,
+                        shape=t.shape,
+                    )
                 )
         if not any(t.requires_grad for t in items):
             for t in items:  # copied into a new array: a plan cannot follow the inputs
@@ -131,14 +145,20 @@ class _Calls:
 
     def _int(self, value: Any, what: str) -> int:
         if isinstance(value, bool) or value is None:
-            raise InvalidValueError(f"{what}: expected a whole number, got {value}")
+            raise InvalidValueError(
+                msg("{what}: expected a whole number, got {value}", what=what, value=value)
+            )
         t = self.tensor(value, what)
         if t.ndim != 0:
-            raise InvalidValueError(f"{what}: expected a whole number, got shape {t.shape}")
+            raise InvalidValueError(
+                msg("{what}: expected a whole number, got shape {shape}", what=what, shape=t.shape)
+            )
         opaque(t, what)  # read into Python: a plan cannot hold it if it depends on inputs
         f = float(t.data)
         if not math.isfinite(f) or not f.is_integer():
-            raise InvalidValueError(f"{what}: expected a whole number, got {f:g}")
+            raise InvalidValueError(
+                msg("{what}: expected a whole number, got {f:g}", what=what, f=f)
+            )
         return int(f)
 
     def _ints(self, value: Any, what: str) -> tuple[int, ...]:
@@ -148,7 +168,9 @@ class _Calls:
         if t.ndim == 0:
             return (self._int(t, what),)
         if t.ndim != 1:
-            raise InvalidValueError(f"{what}: expected whole numbers, got shape {t.shape}")
+            raise InvalidValueError(
+                msg("{what}: expected whole numbers, got shape {shape}", what=what, shape=t.shape)
+            )
         opaque(t, what)
         return tuple(self._int(E.constant(float(v), self.dtype), what) for v in t.data)
 
@@ -156,7 +178,7 @@ class _Calls:
         if part is None or part is Ellipsis or isinstance(part, slice):
             return part
         if isinstance(part, bool):
-            raise InvalidValueError("index: true/false cannot index; use where(...)")
+            raise InvalidValueError(msg("index: true/false cannot index; use where(...)"))
         t = self.tensor(part, "index")
         if t.ndim == 0:
             return self._int(t, "index")
@@ -164,7 +186,7 @@ class _Calls:
         return t.data  # an integer array (checked by the engine)
 
     def _convert(self, fn: Function, p: Param, value: Any) -> Any:
-        what = f"{fn.name}: argument `{p.name}`"
+        what: str = msg("{function}: argument `{name}`", function=fn.name, name=p.name)
         if value is None and p.default is None:
             return None  # `weight=none` where the signature shows it
         if p.kind == TENSOR:
@@ -176,9 +198,13 @@ class _Calls:
         if p.kind == TEXT:
             if not isinstance(value, str):
                 raise InvalidValueError(
-                    f'{what}: expected a string in quotes, as "{p.default}"'
+                    msg(
+                        '{what}: expected a string in quotes, as "{default}"',
+                        what=what,
+                        default=p.default,
+                    )
                     if isinstance(p.default, str)
-                    else f"{what}: expected a string in quotes"
+                    else msg("{what}: expected a string in quotes", what=what)
                 )
             return value
         if p.kind == AXIS:
@@ -196,7 +222,9 @@ class _Calls:
         if p.kind == NUMBER:
             t = self.tensor(value, what)
             if t.ndim != 0:
-                raise InvalidValueError(f"{what}: expected a number, got shape {t.shape}")
+                raise InvalidValueError(
+                    msg("{what}: expected a number, got shape {shape}", what=what, shape=t.shape)
+                )
             opaque(t, what)
             return float(t.data)
         if p.kind == SHAPE:
@@ -210,7 +238,11 @@ class _Calls:
         if fn is None:
             hint = suggest(name, FUNCTIONS)
             raise NamingError(
-                f"unknown function `{shorten(name)}`{hint}; `gradcli functions` lists them all",
+                msg(
+                    "unknown function `{name}`{hint}; `gradcli functions` lists them all",
+                    name=shorten(name),
+                    hint=hint,
+                ),
                 line=tok.line,
                 column=tok.column,
             )
@@ -230,7 +262,7 @@ class _Calls:
         try:
             out = fn.call(*positional, **context)
         except np_linalg_error() as err:
-            raise DomainError(f"{fn.name}: {err}") from None
+            raise DomainError(msg("{name}: {err}", name=fn.name, err=err)) from None
         if isinstance(out, tuple):  # several tensors (slogdet's sign, logabsdet): stacked
             return E.stack(list(out))
         return out
@@ -257,8 +289,18 @@ class _Calls:
                 i += 1
         if i < len(positional):
             raise NamingError(
-                f"{fn.signature} takes at most {len(params)} argument"
-                f"{'s' if len(params) != 1 else ''}, got {len(positional)}",
+                msg(
+                    "{signature} takes at most {n_params} arguments, got {n_positional}",
+                    signature=fn.signature,
+                    n_params=len(params),
+                    n_positional=len(positional),
+                )
+                if len(params) != 1
+                else msg(
+                    "{signature} takes at most 1 argument, got {n_positional}",
+                    signature=fn.signature,
+                    n_positional=len(positional),
+                ),
                 line=tok.line,
                 column=tok.column,
             )
@@ -267,14 +309,19 @@ class _Calls:
             target = next((q for q in params if q.name == kw.name), None)
             if target is None:
                 raise NamingError(
-                    f"{fn.name}() has no argument `{kw.name}`{suggest(kw.name, names)}; "
-                    f"it takes {fn.signature}",
+                    msg(
+                        "{name}() has no argument `{name2}`{suggest}; it takes {signature}",
+                        name=fn.name,
+                        name2=kw.name,
+                        suggest=suggest(kw.name, names),
+                        signature=fn.signature,
+                    ),
                     line=kw.line,
                     column=kw.column,
                 )
             if target.name in bound:
                 raise NamingError(
-                    f"{fn.name}() got argument `{kw.name}` twice",
+                    msg("{name}() got argument `{name2}` twice", name=fn.name, name2=kw.name),
                     line=kw.line,
                     column=kw.column,
                 )
@@ -283,7 +330,12 @@ class _Calls:
             if p.name not in bound:
                 if p.default is _REQUIRED:
                     raise NamingError(
-                        f"{fn.name}() is missing the argument `{p.name}`: {fn.signature}",
+                        msg(
+                            "{name}() is missing the argument `{name2}`: {signature}",
+                            name=fn.name,
+                            name2=p.name,
+                            signature=fn.signature,
+                        ),
                         line=tok.line,
                         column=tok.column,
                     )
@@ -293,7 +345,12 @@ class _Calls:
             p = next(p for p in params if p.varargs)
             if p.name not in bound:
                 raise NamingError(
-                    f"{fn.name}() is missing the argument `{p.name}`: {fn.signature}",
+                    msg(
+                        "{name}() is missing the argument `{name2}`: {signature}",
+                        name=fn.name,
+                        name2=p.name,
+                        signature=fn.signature,
+                    ),
                     line=tok.line,
                     column=tok.column,
                 )

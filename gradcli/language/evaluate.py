@@ -27,6 +27,7 @@ from ..errors import (
     ShapeError,
     shorten,
 )
+from ..i18n import msg
 from .calls import Keyword, Seq, _Calls, _tensors, to_tensor
 from .functions import FUNCTIONS, suggest
 from .grammar import parse
@@ -76,13 +77,16 @@ class Program:
         self.text = text
         statements = list(tree.children)
         if not statements:
-            raise ParseError("the program is empty: nothing to evaluate", line=1, column=1)
+            raise ParseError(msg("the program is empty: nothing to evaluate"), line=1, column=1)
         *bindings, output = statements
         if getattr(output, "data", None) == "binding":
             name = output.children[0]
             raise ParseError(
-                f"the program ends with the binding `{name}` but needs an output expression "
-                f"after it (e.g. add `; {name}`)",
+                msg(
+                    "the program ends with the binding `{name}` but needs an output "
+                    "expression after it (e.g. add `; {name}`)",
+                    name=name,
+                ),
                 line=name.line,
                 column=name.column,
             )
@@ -90,8 +94,10 @@ class Program:
             if getattr(b, "data", None) != "binding":
                 line, column = _position(b)
                 raise ParseError(
-                    "only the last item of a program can be a bare expression; give the "
-                    "others a name (`name = ...`)",
+                    msg(
+                        "only the last item of a program can be a bare expression; give the "
+                        "others a name (`name = ...`)"
+                    ),
                     line=line,
                     column=column,
                 )
@@ -113,18 +119,24 @@ class Program:
         """Evaluate on ``inputs``; bindings retain their gradients when ``retain``."""
         for name in inputs:
             if name in FUNCTIONS:
-                raise NamingError(f"an input cannot be named `{name}`: that is a function")
+                raise NamingError(
+                    msg("an input cannot be named `{name}`: that is a function", name=name)
+                )
         ev = _Evaluator(inputs, seed, dtype)
         bindings: dict[str, Tensor] = {}
         for name_tok, expr in self.bindings:
             name = str(name_tok)
             where = {"line": name_tok.line, "column": name_tok.column}
             if name in FUNCTIONS:
-                raise NamingError(f"cannot bind `{name}`: it is the name of a function", **where)
+                raise NamingError(
+                    msg("cannot bind `{name}`: it is the name of a function", name=name), **where
+                )
             if name in inputs:
-                raise NamingError(f"cannot bind `{name}`: it is already an input", **where)
+                raise NamingError(
+                    msg("cannot bind `{name}`: it is already an input", name=name), **where
+                )
             if name in bindings:
-                raise NamingError(f"`{name}` is bound twice", **where)
+                raise NamingError(msg("`{name}` is bound twice", name=name), **where)
             value = ev.evaluate_tensor(expr, f"binding `{name}`")
             if retain and value.requires_grad:
                 value.retain_grad()
@@ -274,12 +286,21 @@ class _Evaluator(_Calls):
                 except GradcliError as err:
                     raise _located(err, node) from None
                 except (ValueError, IndexError, TypeError) as err:
-                    raise _located(ShapeError(f"{self._what(node)}: {err}"), node) from None
+                    raise _located(
+                        ShapeError(msg("{what}: {err}", what=self._what(node), err=err)), node
+                    ) from None
                 except ZeroDivisionError as err:
-                    raise _located(DomainError(f"{self._what(node)}: {err}"), node) from None
+                    raise _located(
+                        DomainError(msg("{what}: {err}", what=self._what(node), err=err)), node
+                    ) from None
                 except MemoryError:
                     raise _located(
-                        LimitError(f"{self._what(node)}: out of memory (the result is too large)"),
+                        LimitError(
+                            msg(
+                                "{what}: out of memory (the result is too large)",
+                                what=self._what(node),
+                            )
+                        ),
                         node,
                     ) from None
                 continue
@@ -395,11 +416,13 @@ class _Evaluator(_Calls):
             if str(attr) == "T":
                 return E.transpose(self.tensor(args[0], ".T"))
             raise NamingError(
-                f"unknown attribute `.{attr}`: the only attribute is `.T` (transpose)",
+                msg(
+                    "unknown attribute `.{attr}`: the only attribute is `.T` (transpose)", attr=attr
+                ),
                 line=attr.line,
                 column=attr.column,
             )
-        raise ParseError(f"unsupported construct {kind!r}")  # pragma: no cover
+        raise ParseError(msg("unsupported construct {kind!r}", kind=kind))  # pragma: no cover
 
     # --- leaves -------------------------------------------------------------------
     def _number(self, tok: Any) -> Tensor:
@@ -419,15 +442,22 @@ class _Evaluator(_Calls):
             return KEYWORD_VALUES[name]
         if name in FUNCTIONS:
             raise NamingError(
-                f"`{name}` is a function: call it, as in {FUNCTIONS[name].signature}",
+                msg(
+                    "`{name}` is a function: call it, as in {signature}",
+                    name=name,
+                    signature=FUNCTIONS[name].signature,
+                ),
                 line=tok.line,
                 column=tok.column,
             )
         known = [*self.env, *CONSTANTS]
         shown = shorten(name)
         raise NamingError(
-            f"unknown name `{shown}`{suggest(name, known + list(FUNCTIONS))}: give it a value "
-            f"as {shown}=VALUE",
+            msg(
+                "unknown name `{shown}`{suggest}: give it a value as {shown}=VALUE",
+                shown=shown,
+                suggest=suggest(name, known + list(FUNCTIONS)),
+            ),
             line=tok.line,
             column=tok.column,
         )

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..autograd import FUNCTIONS as REGISTERED
 from ..autograd.registry import REQUIRED, FunctionSpec, Param
+from ..i18n import Message, msg
 
 # Parameter kinds: how an argument's value is converted before the engine sees it.
 TENSOR, TENSORS, AXIS, INT, NUMBER, BOOL, SHAPE, TEXT = (
@@ -35,12 +36,21 @@ Function = FunctionSpec
 FUNCTIONS: dict[str, Function] = {key: spec for key, spec in REGISTERED.items() if spec.language}
 
 
-def suggest(name: str, candidates: Any) -> str:
+def suggest(name: str, candidates: Any) -> Message | str:
     """`` (did you mean `x`?)`` for the nearest known names, or nothing."""
     close = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
     if not close:
         return ""
-    return " (did you mean " + " or ".join(f"`{c}`" for c in close) + "?)"
+    if len(close) == 1:
+        return msg(" (did you mean `{name}`?)", name=close[0])
+    if len(close) == 2:
+        return msg(" (did you mean `{name}` or `{name2}`?)", name=close[0], name2=close[1])
+    return msg(
+        " (did you mean `{name}` or `{name2}` or `{name3}`?)",
+        name=close[0],
+        name2=close[1],
+        name3=close[2],
+    )
 
 
 __all__ = [

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..autograd.state import no_cycle_collection
 from ..errors import LimitError, ParseError
+from ..i18n import msg
 from .lexer import _caret, _end_position, _Lexer
 
 GRAMMAR_FILE = "gradcli.lark"
@@ -218,8 +219,12 @@ def check_program_length(text: str, limit: int) -> None:
     """Refuse a program longer than ``limit`` characters before parsing it."""
     if len(text) > limit:
         raise LimitError(
-            f"the program is {len(text):,} characters long, over the limit of {limit:,} "
-            "(raise it with --max-program-chars)"
+            msg(
+                "the program is {n_text:,} characters long, over the limit of {limit:,} "
+                "(raise it with --max-program-chars)",
+                n_text=len(text),
+                limit=limit,
+            )
         )
 
 
@@ -232,7 +237,7 @@ def parse(text: str) -> Any:
         line = text.count("\n", 0, col) + 1
         column = col - (text.rfind("\n", 0, col) + 1) + 1
         raise ParseError(
-            "a NUL character is not allowed in a program",
+            msg("a NUL character is not allowed in a program"),
             line=line,
             column=column,
             context=_caret(text.replace("\x00", " "), line, column),
@@ -248,19 +253,29 @@ def parse(text: str) -> Any:
         what = _token_text(tok)
         if "MULTIPLY" in e.expected and tok.type in ("NAME", "NUMBER", "STRING", "LPAR", "LSQB"):
             raise ParseError(
-                f"unexpected {what} at line {line}, column {column}: an operator is missing "
-                f"before it (write `2*x`, not `2x`)",
+                msg(
+                    "unexpected {what} at line {line}, column {column}: an operator is "
+                    "missing before it (write `2*x`, not `2x`)",
+                    what=what,
+                    line=line,
+                    column=column,
+                ),
                 line=line,
                 column=column,
                 context=_caret(text, line, column),
             ) from None
         if tok.type == "$END" and not text.strip():
             raise ParseError(
-                "the program is empty: nothing to evaluate", line=1, column=1
+                msg("the program is empty: nothing to evaluate"), line=1, column=1
             ) from None
         raise ParseError(
-            f"unexpected {what} at line {line}, column {column}; expected "
-            f"{_describe_expected(set(e.expected))}",
+            msg(
+                "unexpected {what} at line {line}, column {column}; expected {describe_expected}",
+                what=what,
+                line=line,
+                column=column,
+                describe_expected=_describe_expected(set(e.expected)),
+            ),
             line=line,
             column=column,
             context=_caret(text, line, column),

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import ParseError
+from ..i18n import msg
 
 
 def normalize_name(name: str) -> str:
@@ -71,14 +72,24 @@ class _Lexer:
                 column = pos - line_start + 1
                 if text[pos] in "\"'":
                     raise ParseError(
-                        f"the string at line {line}, column {column} is not closed: it ends "
-                        f"with a {text[pos]} on the same line",
+                        msg(
+                            "the string at line {line}, column {column} is not closed: "
+                            "it ends with a {text} on the same line",
+                            line=line,
+                            column=column,
+                            text=text[pos],
+                        ),
                         line=line,
                         column=column,
                         context=_caret(text, line, column),
                     )
                 raise ParseError(
-                    f"unexpected character {text[pos]!r} at line {line}, column {column}",
+                    msg(
+                        "unexpected character {text!r} at line {line}, column {column}",
+                        text=text[pos],
+                        line=line,
+                        column=column,
+                    ),
                     line=line,
                     column=column,
                     context=_caret(text, line, column),
@@ -97,8 +108,11 @@ class _Lexer:
                 if not value.isascii():
                     if not value.isidentifier():
                         raise ParseError(
-                            f"`{value}` is not a valid name (names are identifiers: letters, "
-                            "digits and _, not starting with a digit)",
+                            msg(
+                                "`{value}` is not a valid name (names are identifiers: "
+                                "letters, digits and _, not starting with a digit)",
+                                value=value,
+                            ),
                             line=tok_line,
                             column=column,
                         )

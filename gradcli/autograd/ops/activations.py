@@ -15,6 +15,7 @@ import struct
 from typing import Any
 
 from ...errors import InvalidValueError
+from ...i18n import msg
 from ..backend import NUMPY, on_data
 from ..families import binary, unary
 from ..registry import Primitive, primitive, public
@@ -247,7 +248,12 @@ def gelu(prim: Primitive, x: Tensor, approximate: str = "none") -> Tensor:
     """``x Phi(x) = 0.5 x (1 + erf(x / sqrt(2)))``, or with ``approximate="tanh"`` torch's
     ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``."""
     if approximate not in GELU_FORMS:
-        raise InvalidValueError(f'gelu: approximate must be "none" or "tanh", not "{approximate}"')
+        raise InvalidValueError(
+            msg(
+                'gelu: approximate must be "none" or "tanh", not "{approximate}"',
+                approximate=approximate,
+            )
+        )
     x = lift(x)
     redo = on_data(prim.fwd, approximate=approximate)
     return record(redo(x.data), prim, (x,), (x.data,), approximate, redo)

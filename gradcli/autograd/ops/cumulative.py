@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ShapeError
+from ...i18n import msg
 from ..backend import NUMPY, on_data
 from ..registry import Primitive, primitive, public
 from ..shapes import normalize_axis
@@ -48,7 +49,9 @@ def _along(x: Tensor, axis: Any, what: str) -> tuple[Tensor, int, tuple[int, ...
         return (x, 0, None) if nd == 1 else (reshape(x, (-1,)), 0, None)
     if nd == 0:  # axis 0 or -1, as torch's
         if int(axis) not in (0, -1):
-            raise ShapeError(f"{what}: axis {axis} is out of bounds for a 0-D tensor")
+            raise ShapeError(
+                msg("{what}: axis {axis} is out of bounds for a 0-D tensor", what=what, axis=axis)
+            )
         return reshape(x, (1,)), 0, ()
     return x, normalize_axis(int(axis), nd, what)[0], None
 

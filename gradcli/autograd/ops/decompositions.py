@@ -8,6 +8,7 @@ import functools
 from typing import Any, NamedTuple
 
 from ...errors import DomainError, InvalidValueError, ShapeError
+from ...i18n import msg
 from ..backend import NUMPY, eager_only
 from ..registry import Primitive, primitive, public
 from ..state import OFF_DEFAULT, RECORD, STATE
@@ -108,9 +109,15 @@ def _not_positive_definite(xp: Any, x: Any) -> DomainError:
     for size in reversed(batch):
         i, r = divmod(i, size)
         index.insert(0, r)
-    where = f"the matrix at batch index {tuple(index)}" if batch else "the matrix"
+    where = (
+        msg("the matrix at batch index {index}", index=tuple(index)) if batch else msg("the matrix")
+    )
     return DomainError(
-        f"cholesky: {where} is not positive definite (its leading minor of order {lo} is not)"
+        msg(
+            "cholesky: {where} is not positive definite (its leading minor of order {lo} is not)",
+            where=where,
+            lo=lo,
+        )
     )
 
 
@@ -186,7 +193,13 @@ PINV = primitive(
 
 def _matrix(x: Tensor, what: str) -> None:
     if x.data.ndim < 2:
-        raise ShapeError(f"{what}: needs a matrix (or a batch of them), got shape {x.data.shape}")
+        raise ShapeError(
+            msg(
+                "{what}: needs a matrix (or a batch of them), got shape {shape}",
+                what=what,
+                shape=x.data.shape,
+            )
+        )
 
 
 @public(SLOGDET, "sign and log|det| (in a program: their stack, [sign, logabsdet])")  # type: ignore[arg-type]
@@ -232,8 +245,12 @@ def pinv(
     _matrix(x, "pinv")
     for name, tol in (("atol", atol), ("rtol", rtol)):
         if tol is not None and not tol >= 0.0:
-            raise InvalidValueError(f"pinv: {name} must be a number >= 0, got {tol}")
+            raise InvalidValueError(
+                msg("pinv: {name} must be a number >= 0, got {tol}", name=name, tol=tol)
+            )
     if not NUMPY.all_finite(x.data):
-        raise DomainError("pinv: the matrix has a nan or infinite entry (its SVD does not exist)")
+        raise DomainError(
+            msg("pinv: the matrix has a nan or infinite entry (its SVD does not exist)")
+        )
     redo = functools.partial(prim.fwd, NUMPY, atol=atol, rtol=rtol)
     return record(redo(x.data), prim, (x,), (x.data,), redo=redo)

@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...errors import InvalidValueError, ShapeError, shorten
+from ...i18n import Message, msg
 from ..backend import NUMPY, on_data
 from ..registry import Primitive, primitive, public
 from ..shapes import broadcast_shape
@@ -41,8 +42,8 @@ _DOC = (
 )
 
 
-def _ordinal(i: int) -> str:
-    return f"operand {i + 1}"
+def _ordinal(i: int) -> Message:
+    return msg("operand {n}", n=i + 1)
 
 
 # --- reading the subscripts ---------------------------------------------------------------
@@ -53,10 +54,14 @@ def _term(text: str, i: int | None) -> tuple[list[str], bool, int]:
     labels)."""
     what = _ordinal(i) if i is not None else "the output"
     if text.count("...") > 1:
-        raise InvalidValueError(f"einsum: '...' appears twice in the subscripts of {what}")
+        raise InvalidValueError(
+            msg("einsum: '...' appears twice in the subscripts of {what}", what=what)
+        )
     before, dots, after = text.partition("...")
     if "." in before or "." in after:
-        raise InvalidValueError(f"einsum: a '.' in the subscripts of {what} is not part of '...'")
+        raise InvalidValueError(
+            msg("einsum: a '.' in the subscripts of {what} is not part of '...'", what=what)
+        )
     return list(before + after), bool(dots), len(before)
 
 
@@ -67,31 +72,50 @@ def parse(
     size of every letter; every check is made here, before anything is computed."""
     if not isinstance(subscripts, str):
         raise InvalidValueError(
-            'einsum: the subscripts come first, as a string such as "ij,jk->ik" '
-            "(torch's sublist form is not supported)"
+            msg(
+                'einsum: the subscripts come first, as a string such as "ij,jk->ik" '
+                "(torch's sublist form is not supported)"
+            )
         )
     text = "".join(subscripts.split())  # white space is allowed anywhere, as torch allows
     shown = shorten(subscripts)
     bad = next((c for c in text if c not in _ALLOWED), None)
     if bad is not None:
         raise InvalidValueError(
-            f'einsum: invalid character {bad!r} in the subscripts "{shown}"; subscripts are '
-            "the letters a-z and A-Z, with ',', '->' and '...'"
+            msg(
+                'einsum: invalid character {bad!r} in the subscripts "{shown}"; '
+                "subscripts are the letters a-z and A-Z, with ',', '->' and '...'",
+                bad=bad,
+                shown=shown,
+            )
         )
     if text.count("->") > 1:
-        raise InvalidValueError(f"einsum: \"{shown}\" has more than one '->'")
+        raise InvalidValueError(msg("einsum: \"{shown}\" has more than one '->'", shown=shown))
     explicit = "->" in text
     lhs, _, rhs = text.partition("->")
     if "-" in lhs or ">" in lhs or "-" in rhs or ">" in rhs or "," in rhs:
         raise InvalidValueError(
-            f"einsum: \"{shown}\" has a '-', '>' or ',' out of place; write the operands' "
-            "subscripts separated by ',', then '->' and the output's"
+            msg(
+                "einsum: \"{shown}\" has a '-', '>' or ',' out of place; write the "
+                "operands' subscripts separated by ',', then '->' and the output's",
+                shown=shown,
+            )
         )
     texts = lhs.split(",")
     if len(texts) != len(shapes):
         raise InvalidValueError(
-            f'einsum: the subscripts "{shown}" name {len(texts)} operand'
-            f"{'s' if len(texts) != 1 else ''}, got {len(shapes)}"
+            msg(
+                'einsum: the subscripts "{shown}" name {n_texts} operands, got {n_shapes}',
+                shown=shown,
+                n_texts=len(texts),
+                n_shapes=len(shapes),
+            )
+            if len(texts) != 1
+            else msg(
+                'einsum: the subscripts "{shown}" name 1 operand, got {n_shapes}',
+                shown=shown,
+                n_shapes=len(shapes),
+            )
         )
     terms = [_term(t, i) for i, t in enumerate(texts)]
 
@@ -100,9 +124,22 @@ def parse(
     for i, ((labels, dots, _), shape) in enumerate(zip(terms, shapes, strict=True)):
         if (len(labels) != len(shape)) if not dots else len(labels) > len(shape):
             raise ShapeError(
-                f"einsum: {_ordinal(i)} has {len(shape)} dimension"
-                f"{'s' if len(shape) != 1 else ''} but its subscripts "
-                f'"{texts[i]}" name {len(labels)}'
+                msg(
+                    "einsum: {ordinal} has {n_shape} dimensions but its subscripts "
+                    '"{texts}" name {n_labels}',
+                    ordinal=_ordinal(i),
+                    n_shape=len(shape),
+                    texts=texts[i],
+                    n_labels=len(labels),
+                )
+                if len(shape) != 1
+                else msg(
+                    'einsum: {ordinal} has 1 dimension but its subscripts "{texts}" name '
+                    "{n_labels}",
+                    ordinal=_ordinal(i),
+                    texts=texts[i],
+                    n_labels=len(labels),
+                )
             )
         if dots:
             part = shape[terms[i][2] : terms[i][2] + len(shape) - len(labels)]
@@ -110,13 +147,18 @@ def parse(
                 ellipsis = broadcast_shape(ellipsis, part)
             except ValueError:
                 raise ShapeError(
-                    f"einsum: the dimensions '...' stands for do not broadcast: {part} in "
-                    f"{_ordinal(i)} and {ellipsis} before it"
+                    msg(
+                        "einsum: the dimensions '...' stands for do not broadcast: {part} in "
+                        "{ordinal} and {ellipsis} before it",
+                        part=part,
+                        ordinal=_ordinal(i),
+                        ellipsis=ellipsis,
+                    )
                 ) from None
     used = {c for labels, _, _ in terms for c in labels}
     fresh = [c for c in _LETTERS if c not in used]
     if len(ellipsis) > len(fresh):
-        raise ShapeError(f"einsum: more than {len(_LETTERS)} distinct dimensions")
+        raise ShapeError(msg("einsum: more than {n} distinct dimensions", n=len(_LETTERS)))
     dots_letters = fresh[: len(ellipsis)]
 
     def spelled(labels: list[str], dots: bool, at: int, n: int) -> str:
@@ -132,11 +174,16 @@ def parse(
         labels, dots, at = _term(rhs, None)
         if len(set(labels)) != len(labels):
             twice = next(c for c in labels if labels.count(c) > 1)
-            raise InvalidValueError(f"einsum: the output names subscript {twice} twice")
+            raise InvalidValueError(
+                msg("einsum: the output names subscript {twice} twice", twice=twice)
+            )
         missing = next((c for c in labels if c not in used), None)
         if missing is not None:
             raise InvalidValueError(
-                f"einsum: the output's subscript {missing} is not a subscript of any operand"
+                msg(
+                    "einsum: the output's subscript {missing} is not a subscript of any operand",
+                    missing=missing,
+                )
             )
         # without '...' in the output, the dimensions it stands for are summed, as torch
         # sums them (NumPy refuses)
@@ -157,8 +204,13 @@ def parse(
         for c, n in zip(term, shape, strict=True):
             if c in seen and seen[c] != n:
                 raise ShapeError(
-                    f"einsum: subscript {c} is repeated in {_ordinal(i)} with sizes "
-                    f"{seen[c]} and {n}"
+                    msg(
+                        "einsum: subscript {c} is repeated in {ordinal} with sizes {seen} and {n}",
+                        c=c,
+                        ordinal=_ordinal(i),
+                        seen=seen[c],
+                        n=n,
+                    )
                 )
             seen[c] = n
             m = sizes.get(c)
@@ -166,8 +218,14 @@ def parse(
                 sizes[c], first[c] = n, i
             elif n not in (1, m):  # (the dimensions of '...' were checked above)
                 raise ShapeError(
-                    f"einsum: subscript {c} has size {m} in {_ordinal(first[c])} and {n} in "
-                    f"{_ordinal(i)}"
+                    msg(
+                        "einsum: subscript {c} has size {m} in {ordinal} and {n} in {ordinal2}",
+                        c=c,
+                        m=m,
+                        ordinal=_ordinal(first[c]),
+                        n=n,
+                        ordinal2=_ordinal(i),
+                    )
                 )
     return full, out, sizes
 

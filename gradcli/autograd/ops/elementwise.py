@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from ...errors import InvalidValueError
+from ...i18n import msg
 from ..backend import NUMPY, on_data
 from ..families import binary, unary
 from ..node import FACTOR, identity
@@ -255,7 +256,7 @@ def clamp(x: Tensor, min: Tensor | None = None, max: Tensor | None = None) -> Te
     """Clamp ``x`` into ``[min, max]`` as ``torch.clamp`` does (``clip`` with a missing bound
     infinite); the gradient passes where ``min <= x <= max`` inclusive."""
     if min is None and max is None:
-        raise InvalidValueError("clamp: give min, max or both (at least one must not be None)")
+        raise InvalidValueError(msg("clamp: give min, max or both (at least one must not be None)"))
     return clip(x, -math.inf if min is None else min, math.inf if max is None else max)
 
 

@@ -6,6 +6,7 @@ from decimal import Decimal
 from typing import Any
 
 from ...errors import InvalidValueError, ShapeError
+from ...i18n import Message, msg
 from ..backend import NUMPY, as_data, backend_call, backend_of
 from ..registry import Primitive, Shape, Tensor, primitive, public
 from ..replay import opaque
@@ -42,21 +43,21 @@ def normalize_key(key: Any) -> tuple[Any, ...]:
                 arr = NUMPY.index_array(part)
             except ValueError:  # a ragged list
                 raise InvalidValueError(
-                    "index: an index list must be rectangular (rows of one length)"
+                    msg("index: an index list must be rectangular (rows of one length)")
                 ) from None
             if arr is None:
-                raise InvalidValueError("index: indices must be whole numbers")
+                raise InvalidValueError(msg("index: indices must be whole numbers"))
             out.append(arr)
         elif isinstance(part, float):
             if not part.is_integer():
-                raise InvalidValueError(f"index: {part} is not a whole number")
+                raise InvalidValueError(msg("index: {part} is not a whole number", part=part))
             out.append(int(part))
         else:
             out.append(part)
     return tuple(out)
 
 
-def _beyond_int64(key: Any, shape: tuple[int, ...]) -> str | None:
+def _beyond_int64(key: Any, shape: tuple[int, ...]) -> Message | None:
     """NumPy's out-of-bounds message for a whole-number index beyond int64, such as
     ``x[[0, 1e20]]``, naming the index as it was given; None when the key has none.
 
@@ -73,9 +74,11 @@ def _beyond_int64(key: Any, shape: tuple[int, ...]) -> str | None:
             width = max(rest, 0)
         value = _first_beyond_int64(part) if width == 1 else None
         if value is not None and axis < len(shape):
-            return (
-                f"index: index {_as_written(value)} is out of bounds for axis {axis} "
-                f"with size {shape[axis]}"
+            return msg(
+                "index: index {value} is out of bounds for axis {axis} with size {size}",
+                value=_as_written(value),
+                axis=axis,
+                size=shape[axis],
             )
         axis += width
     return None
@@ -144,7 +147,7 @@ def getitem(prim: Primitive, x: Tensor, key: Any) -> Tensor:
     try:
         data = xd[k] if type(xd) is _ndarray else backend_of(xd).getitem(xd, k)
     except IndexError as e:
-        raise ShapeError(_beyond_int64(key, x.data.shape) or f"index: {e}") from None
+        raise ShapeError(_beyond_int64(key, x.data.shape) or msg("index: {e}", e=e)) from None
     return record(as_data(data), prim, (x,), ctx=(k, x.data.shape), redo=_indexer(k))
 
 

@@ -9,6 +9,7 @@ import functools
 from typing import Any
 
 from ...errors import DomainError, ShapeError
+from ...i18n import msg
 from ..backend import NUMPY, eager_only
 from ..registry import Primitive, primitive, public
 from ..shapes import broadcast_shape
@@ -143,13 +144,13 @@ def _solve_any(xp: Any, a: Any, b: Any) -> Any:
         return xp.solve(a, b) if tensor else _solve_fwd(xp, a, b)
     except (DomainError, NUMPY.LinAlgError):
         if NUMPY.all_finite(data):
-            raise DomainError("solve: the matrix is singular") from None
+            raise DomainError(msg("solve: the matrix is singular")) from None
     bad = _nonfinite(NUMPY, data)
     clean = xp.where(bad, NUMPY.eye(data.shape[-1], dtype=data.dtype), a)
     try:
         out = xp.solve(clean, b) if tensor else _solve_fwd(xp, clean, b)
     except (DomainError, NUMPY.LinAlgError):
-        raise DomainError("solve: the matrix is singular") from None
+        raise DomainError(msg("solve: the matrix is singular")) from None
     poison = NUMPY.where(bad, _NAN, 0.0).astype(data.dtype)  # see _cofactor_graph
     return out + xp.sum(a * poison, axis=(-2, -1), keepdims=True)
 
@@ -293,12 +294,20 @@ def _matmul2(x: Tensor, y: Tensor) -> Tensor:
     xs, ys = x.data.shape, y.data.shape
     if xs[-1] != ys[-2]:
         raise ShapeError(
-            f"matmul: shapes {xs} and {ys} do not fit (inner dimensions {xs[-1]} and {ys[-2]})"
+            msg(
+                "matmul: shapes {xs} and {ys} do not fit (inner dimensions {xs2} and {ys2})",
+                xs=xs,
+                ys=ys,
+                xs2=xs[-1],
+                ys2=ys[-2],
+            )
         )
     try:
         batch = broadcast_shape(xs[:-2], ys[:-2])
     except ValueError:
-        raise ShapeError(f"matmul: batch shapes of {xs} and {ys} cannot be broadcast") from None
+        raise ShapeError(
+            msg("matmul: batch shapes of {xs} and {ys} cannot be broadcast", xs=xs, ys=ys)
+        ) from None
     check_size((*batch, xs[-2], ys[-1]), "matmul")
     prim = MM if len(xs) == 2 and len(ys) == 2 else MATMUL
     product = NUMPY.matmul
@@ -312,13 +321,23 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     y = lift(b, x)
     if x.data.ndim == 0 or y.data.ndim == 0:
         raise ShapeError(
-            f"matmul: needs tensors of at least one dimension, got shapes {x.data.shape} and "
-            f"{y.data.shape} (use * for scalars)"
+            msg(
+                "matmul: needs tensors of at least one dimension, got shapes {shape} and "
+                "{shape2} (use * for scalars)",
+                shape=x.data.shape,
+                shape2=y.data.shape,
+            )
         )
     xv, yv = x.data.ndim == 1, y.data.ndim == 1
     if yv:
         if x.data.shape[-1] != y.data.shape[0]:
-            raise ShapeError(f"matmul: shapes {x.data.shape} and {y.data.shape} do not fit")
+            raise ShapeError(
+                msg(
+                    "matmul: shapes {shape} and {shape2} do not fit",
+                    shape=x.data.shape,
+                    shape2=y.data.shape,
+                )
+            )
         if xv:
             out = NUMPY.matmul(x.data, y.data)
             return record(out, DOT, (x, y), (x.data, y.data), redo=NUMPY.matmul)
@@ -329,7 +348,13 @@ def matmul(a: Tensor, b: Tensor) -> Tensor:
     try:
         out = _matmul2(xm, y)
     except ShapeError:
-        raise ShapeError(f"matmul: shapes {x.data.shape} and {y.data.shape} do not fit") from None
+        raise ShapeError(
+            msg(
+                "matmul: shapes {shape} and {shape2} do not fit",
+                shape=x.data.shape,
+                shape2=y.data.shape,
+            )
+        ) from None
     if xv:
         out = reshape(out, out.data.shape[:-2] + out.data.shape[-1:])
     return out
@@ -348,8 +373,12 @@ def dot(a: Tensor, b: Tensor) -> Tensor:
         return x * y
     if x.data.ndim > 2 or y.data.ndim > 2:
         raise ShapeError(
-            f"dot: supports 1-D and 2-D tensors, got shapes {x.data.shape} and {y.data.shape}"
-            " (use matmul for batches)"
+            msg(
+                "dot: supports 1-D and 2-D tensors, got shapes {shape} and {shape2} (use "
+                "matmul for batches)",
+                shape=x.data.shape,
+                shape2=y.data.shape,
+            )
         )
     return matmul(x, y)
 
@@ -373,7 +402,9 @@ def trace(x: Tensor) -> Tensor:
     """Sum of the main diagonal (over the first two axes, as NumPy)."""
     x = lift(x)
     if x.data.ndim < 2:
-        raise ShapeError(f"trace: needs at least 2 dimensions, got shape {x.data.shape}")
+        raise ShapeError(
+            msg("trace: needs at least 2 dimensions, got shape {shape}", shape=x.data.shape)
+        )
     rows, cols = _diag_indices(x.data.shape[0], x.data.shape[1], 0)
     return sum(getitem(x, (rows, cols)), axis=0)
 
@@ -392,13 +423,15 @@ def diag(x: Tensor, k: int = 0) -> Tensor:
     if x.data.ndim == 2:
         rows, cols = _diag_indices(x.data.shape[0], x.data.shape[1], k)
         return getitem(x, (rows, cols))
-    raise ShapeError(f"diag: needs a 1-D or 2-D tensor, got shape {x.data.shape}")
+    raise ShapeError(msg("diag: needs a 1-D or 2-D tensor, got shape {shape}", shape=x.data.shape))
 
 
 def _square_matrix(x: Tensor, what: str) -> None:
     s = x.data.shape
     if x.data.ndim < 2 or s[-1] != s[-2]:
-        raise ShapeError(f"{what}: needs a square matrix (or a batch of them), got shape {s}")
+        raise ShapeError(
+            msg("{what}: needs a square matrix (or a batch of them), got shape {s}", what=what, s=s)
+        )
 
 
 @public(DET, "determinant")
@@ -424,7 +457,7 @@ def inv(prim: Primitive, x: Tensor) -> Tensor:
     try:
         data = prim.fwd(NUMPY, x.data)
     except NUMPY.LinAlgError:
-        raise DomainError("inv: the matrix is singular (it has no inverse)") from None
+        raise DomainError(msg("inv: the matrix is singular (it has no inverse)")) from None
     return record(data, prim, (x,), redo=functools.partial(prim.fwd, NUMPY))
 
 
@@ -437,12 +470,24 @@ def solve(prim: Primitive, a: Tensor, b: Tensor) -> Tensor:
     _square_matrix(a, "solve")
     n = a.data.shape[-1]
     if b.data.ndim == 0 or (b.data.shape[-1] if b.data.ndim == 1 else b.data.shape[-2]) != n:
-        raise ShapeError(f"solve: shapes {a.data.shape} and {b.data.shape} do not fit")
+        raise ShapeError(
+            msg(
+                "solve: shapes {shape} and {shape2} do not fit",
+                shape=a.data.shape,
+                shape2=b.data.shape,
+            )
+        )
     try:
         data = prim.fwd(NUMPY, a.data, b.data)
     except NUMPY.LinAlgError:
-        raise DomainError("solve: the matrix is singular") from None
+        raise DomainError(msg("solve: the matrix is singular")) from None
     except ValueError:
-        raise ShapeError(f"solve: shapes {a.data.shape} and {b.data.shape} do not fit") from None
+        raise ShapeError(
+            msg(
+                "solve: shapes {shape} and {shape2} do not fit",
+                shape=a.data.shape,
+                shape2=b.data.shape,
+            )
+        ) from None
     redo = functools.partial(prim.fwd, NUMPY)
     return record(data, prim, (a, b), (a.data, b.data), (a.data.shape, b.data.shape), redo)

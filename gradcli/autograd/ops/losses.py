@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import InvalidValueError, ShapeError
+from ...i18n import msg
 from ..backend import NUMPY, backend_of, on_data
 from ..registry import Primitive, primitive, public
 from ..replay import opaque
@@ -40,7 +41,13 @@ REDUCTIONS = ("mean", "sum", "none")
 def check_reduction(name: str, reduction: Any) -> None:
     if reduction not in REDUCTIONS:
         shown = f'"{reduction}"' if isinstance(reduction, str) else repr(reduction)
-        raise InvalidValueError(f'{name}: reduction must be "mean", "sum" or "none", not {shown}')
+        raise InvalidValueError(
+            msg(
+                '{name}: reduction must be "mean", "sum" or "none", not {shown}',
+                name=name,
+                shown=shown,
+            )
+        )
 
 
 def reduced(loss: Tensor, reduction: str) -> Tensor:
@@ -65,8 +72,13 @@ def _at(mask: Any) -> str:
 def _same_shape(name: str, x: Tensor, t: Tensor) -> None:
     if x.data.shape != t.data.shape:
         raise ShapeError(
-            f"{name}: target has shape {t.data.shape} but input has shape {x.data.shape}; "
-            "they must be the same"
+            msg(
+                "{name}: target has shape {shape} but input has shape {shape2}; they "
+                "must be the same",
+                name=name,
+                shape=t.data.shape,
+                shape2=x.data.shape,
+            )
         )
 
 
@@ -75,8 +87,13 @@ def _weight_of(name: str, what: str, w: Any, x: Tensor) -> Tensor:
     w = lift(w, x)
     if check_broadcast(name, x.data.shape, w.data.shape) != x.data.shape:
         raise ShapeError(
-            f"{name}: {what} of shape {w.data.shape} does not broadcast to the input's "
-            f"shape {x.data.shape}"
+            msg(
+                "{name}: {what} of shape {shape} does not broadcast to the input's shape {shape2}",
+                name=name,
+                what=what,
+                shape=w.data.shape,
+                shape2=x.data.shape,
+            )
         )
     return w
 
@@ -128,7 +145,9 @@ def huber_loss(
     check_reduction("huber_loss", reduction)
     delta = float(delta)
     if not delta > 0:
-        raise InvalidValueError(f"huber_loss: delta must be positive, not {delta:g}")
+        raise InvalidValueError(
+            msg("huber_loss: delta must be positive, not {delta:g}", delta=delta)
+        )
     x = lift(input)
     d = x - lift(target, x)
     a = abs(d)
@@ -155,8 +174,13 @@ def _bce_checked(xp: Any, x: Any, t: Any) -> Any:
             bad = ~((a >= 0) & (a <= 1))
             if bad.any():
                 raise InvalidValueError(
-                    f"binary_cross_entropy: every element of {what} must be between 0 and 1; "
-                    f"{what}{_at(bad)} is {float(a[bad].reshape(-1)[0]):g}"
+                    msg(
+                        "binary_cross_entropy: every element of {what} must be between 0 and 1; "
+                        "{what}{at} is {reshape:g}",
+                        what=what,
+                        at=_at(bad),
+                        reshape=float(a[bad].reshape(-1)[0]),
+                    )
                 )
     return _bce_forward(xp, x, t)
 
@@ -247,8 +271,13 @@ def _class_weight(name: str, weight: Any, x: Tensor, axis: int) -> Tensor | None
     w = lift(weight, x)
     if w.data.shape != (n,):
         raise ShapeError(
-            f"{name}: weight must have one element per class, shape ({n},); it has shape "
-            f"{w.data.shape}"
+            msg(
+                "{name}: weight must have one element per class, shape ({n},); it has "
+                "shape {shape}",
+                name=name,
+                n=n,
+                shape=w.data.shape,
+            )
         )
     return reshape(w, (n,) + (1,) * (x.data.ndim - axis - 1))
 
@@ -260,7 +289,7 @@ class _Classes:
     def __init__(self, name: str, x: Tensor, target: Tensor, ignore_index: int) -> None:
         xd = x.data
         if xd.ndim == 0:
-            raise ShapeError(f"{name}: input must have a class axis; it is 0-d")
+            raise ShapeError(msg("{name}: input must have a class axis; it is 0-d", name=name))
         self.axis = axis = 0 if xd.ndim == 1 else 1
         self.classes = n = xd.shape[axis]
         td = target.data
@@ -272,29 +301,54 @@ class _Classes:
         if xd.ndim == 1:
             if td.shape not in ((), (1,)):
                 raise ShapeError(
-                    f"{name}: input of shape {xd.shape} is one sample of {n} classes; its "
-                    f"target is one class index (shape ()), not shape {td.shape}"
+                    msg(
+                        "{name}: input of shape {shape} is one sample of {n} classes; its target "
+                        "is one class index (shape ()), not shape {shape2}",
+                        name=name,
+                        shape=xd.shape,
+                        n=n,
+                        shape2=td.shape,
+                    )
                 )
             td = td.reshape(())
         elif td.shape != xd.shape[:1] + xd.shape[2:]:
             raise ShapeError(
-                f"{name}: input of shape {xd.shape} needs class indices of shape "
-                f"{xd.shape[:1] + xd.shape[2:]} (or probabilities of its own shape), "
-                f"got shape {td.shape}"
+                msg(
+                    "{name}: input of shape {shape} needs class indices of shape {shape2} "
+                    "(or probabilities of its own shape), got shape {shape3}",
+                    name=name,
+                    shape=xd.shape,
+                    shape2=xd.shape[:1] + xd.shape[2:],
+                    shape3=td.shape,
+                )
             )
         whole = NUMPY.isfinite(td) & (td == NUMPY.floor(td))
         if not whole.all():
             bad = ~whole
             raise InvalidValueError(
-                f"{name}: target{_at(bad)} is {float(td[bad].reshape(-1)[0]):g}, not a "
-                f"class index (a whole number from 0 to {n - 1})"
+                msg(
+                    "{name}: target{at} is {reshape:g}, not a class index (a whole number "
+                    "from 0 to {n})",
+                    name=name,
+                    at=_at(bad),
+                    reshape=float(td[bad].reshape(-1)[0]),
+                    n=n - 1,
+                )
             )
         self.valid = valid = td != ignore_index
         out = valid & ((td < 0) | (td >= n))
         if out.any():
             raise InvalidValueError(
-                f"{name}: target{_at(out)} is {float(td[out].reshape(-1)[0]):g}, out of range "
-                f"for {n} classes (0 to {n - 1}, or ignore_index {ignore_index})"
+                msg(
+                    "{name}: target{at} is {reshape:g}, out of range for {n} classes (0 to "
+                    "{n2}, or ignore_index {ignore_index})",
+                    name=name,
+                    at=_at(out),
+                    reshape=float(td[out].reshape(-1)[0]),
+                    n=n,
+                    n2=n - 1,
+                    ignore_index=ignore_index,
+                )
             )
         self.all_valid = bool(valid.all())
         index = NUMPY.where(valid, td, 0.0).astype("int64")
@@ -338,7 +392,9 @@ class _Classes:
 def _label_smoothing(name: str, value: float) -> float:
     eps = float(value)
     if not 0.0 <= eps <= 1.0:
-        raise InvalidValueError(f"{name}: label_smoothing must be between 0 and 1, not {eps:g}")
+        raise InvalidValueError(
+            msg("{name}: label_smoothing must be between 0 and 1, not {eps:g}", name=name, eps=eps)
+        )
     return eps
 
 
@@ -395,7 +451,7 @@ def cross_entropy(
     x = lift(input)
     t = lift(target, x)
     if x.data.ndim == 0:
-        raise ShapeError(f"{name}: input must have a class axis; it is 0-d")
+        raise ShapeError(msg("{name}: input must have a class axis; it is 0-d", name=name))
     axis = 0 if x.data.ndim == 1 else 1
     n = x.data.shape[axis]
     if t.data.shape == x.data.shape:  # class probabilities (torch's rule)

@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from ...errors import InvalidValueError, ShapeError
+from ...i18n import msg
 from ..backend import NUMPY, backend_of, on_data
 from ..registry import TENSOR_ONLY, Axis, Primitive, primitive, public
 from ..shapes import ALL_AXES, normalize_axis
@@ -183,7 +184,11 @@ def reduce(prim: Primitive, x: Any, axis: Any, keepdims: bool, *extra: Any) -> T
     xd = x.data
     axes = ALL_AXES[xd.ndim] if axis is None else normalize_axis(axis, xd.ndim, prim.name)
     if xd.size == 0 and (prim is MAX or prim is MIN) and 0 in [xd.shape[a] for a in axes]:
-        raise ShapeError(f"{prim.name}: cannot reduce an empty tensor (it has no {prim.name}imum)")
+        raise ShapeError(
+            msg("max: cannot reduce an empty tensor (it has no maximum)")
+            if prim is MAX
+            else msg("min: cannot reduce an empty tensor (it has no minimum)")
+        )
     keep = keepdims is True or bool(keepdims)
     fwd = prim.fwd
 
@@ -246,7 +251,9 @@ def norm(
     """Vector p-norm of the reduced elements (``ord`` > 0 or inf)."""
     p = float(ord) if ord is not None else 2.0
     if not p > 0:
-        raise InvalidValueError(f"norm: ord must be a positive number or inf, not {ord}")
+        raise InvalidValueError(
+            msg("norm: ord must be a positive number or inf, not {ord}", ord=ord)
+        )
     return reduce(prim, x, axis, keepdims, p)
 
 
@@ -274,7 +281,7 @@ def std(
 
 def one_axis(axis: Any, ndim: int, what: str) -> int:
     if ndim == 0:
-        raise ShapeError(f"{what}: needs at least one dimension")
+        raise ShapeError(msg("{what}: needs at least one dimension", what=what))
     (a,) = normalize_axis(int(axis), ndim, what)
     return a
 

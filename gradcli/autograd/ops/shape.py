@@ -7,6 +7,7 @@ import operator
 from typing import Any
 
 from ...errors import InvalidValueError, ShapeError
+from ...i18n import msg
 from ..backend import NUMPY, backend_call, backend_of, on_data
 from ..registry import Axis, Primitive, Shape, Tensors, primitive, public
 from ..shapes import is_int, normalize_axis
@@ -53,8 +54,13 @@ def reshape(prim: Primitive, x: Tensor, *shape: Shape) -> Tensor:
         data = xd.reshape(new) if type(xd) is _ndarray else backend_of(xd).reshape(xd, new)
     except ValueError:
         raise ShapeError(
-            f"reshape: cannot reshape a tensor of shape {x.data.shape} "
-            f"({x.data.size} elements) into shape {new}"
+            msg(
+                "reshape: cannot reshape a tensor of shape {shape} ({size} elements) "
+                "into shape {new}",
+                shape=x.data.shape,
+                size=x.data.size,
+                new=new,
+            )
         ) from None
     # a new node even when nothing changes: a binding `h = reshape(x, ...)` is not `x`
     return record(data, prim, (x,), ctx=x.data.shape, redo=lambda xd: xd.reshape(new))
@@ -71,7 +77,13 @@ def transpose(prim: Primitive, x: Tensor, axes: Axis = None) -> Tensor:
         axes = (axes,) if is_int(axes) else axes
         perm = tuple(int(a) % nd if nd else int(a) for a in axes)
         if sorted(perm) != list(range(nd)):
-            raise ShapeError(f"transpose: axes {tuple(axes)} are not a permutation of {nd} axes")
+            raise ShapeError(
+                msg(
+                    "transpose: axes {axes} are not a permutation of {nd} axes",
+                    axes=tuple(axes),
+                    nd=nd,
+                )
+            )
     redo = operator.methodcaller("transpose", perm)
     return record(redo(x.data), prim, (x,), ctx=_inverse(perm), redo=redo)
 
@@ -123,7 +135,9 @@ def squeeze(x: Tensor, axis: Axis = None) -> Tensor:
         axes = normalize_axis(axis, x.data.ndim, "squeeze")
         for a in axes:
             if shape[a] != 1:
-                raise ShapeError(f"squeeze: axis {a} has length {shape[a]}, not 1")
+                raise ShapeError(
+                    msg("squeeze: axis {a} has length {shape}, not 1", a=a, shape=shape[a])
+                )
         new = tuple(s for i, s in enumerate(shape) if i not in axes)
     return reshape(x, new)
 
@@ -174,7 +188,7 @@ STACK = primitive(
 def as_sequence(seq: Any) -> list[Tensor]:
     if isinstance(seq, Tensor):
         if seq.data.ndim == 0:
-            raise ShapeError("expected a sequence of tensors, got a scalar")
+            raise ShapeError(msg("expected a sequence of tensors, got a scalar"))
         from .indexing import getitem
 
         return [getitem(seq, i) for i in range(seq.data.shape[0])]
@@ -192,17 +206,24 @@ def concatenate(prim: Primitive, tensors: Tensors, axis: int = 0) -> Tensor:
     """Join tensors along an existing axis (their lengths along it may differ)."""
     ts = as_sequence(tensors)
     if not ts:
-        raise ShapeError("concatenate: needs at least one tensor")
+        raise ShapeError(msg("concatenate: needs at least one tensor"))
     ts = [lift(t, ts[0]) for t in ts]
     nd = ts[0].data.ndim
     if nd == 0:
-        raise ShapeError("concatenate: zero-dimensional tensors cannot be concatenated")
+        raise ShapeError(msg("concatenate: zero-dimensional tensors cannot be concatenated"))
     a = normalize_axis(int(axis), nd, "concatenate")[0]
     s0 = ts[0].data.shape
     for t in ts:
         s = t.data.shape
         if len(s) != nd or s[:a] + s[a + 1 :] != s0[:a] + s0[a + 1 :]:
-            raise ShapeError(f"concatenate: shapes {s0} and {s} do not match except along axis {a}")
+            raise ShapeError(
+                msg(
+                    "concatenate: shapes {s0} and {s} do not match except along axis {a}",
+                    s0=s0,
+                    s=s,
+                    a=a,
+                )
+            )
     offsets = [0]
     for t in ts:
         offsets.append(offsets[-1] + t.data.shape[a])
@@ -218,12 +239,18 @@ def stack(prim: Primitive, tensors: Tensors, axis: int = 0) -> Tensor:
     """Join tensors of one shape along a new axis."""
     ts = as_sequence(tensors)
     if not ts:
-        raise ShapeError("stack: needs at least one tensor")
+        raise ShapeError(msg("stack: needs at least one tensor"))
     ts = [lift(t, ts[0]) for t in ts]
     s0 = ts[0].data.shape
     for t in ts:
         if t.data.shape != s0:
-            raise ShapeError(f"stack: all tensors need one shape, got {s0} and {t.data.shape}")
+            raise ShapeError(
+                msg(
+                    "stack: all tensors need one shape, got {s0} and {shape}",
+                    s0=s0,
+                    shape=t.data.shape,
+                )
+            )
     a = normalize_axis(int(axis), len(s0) + 1, "stack")[0]
     check_size((len(ts), *s0), "stack")
     redo = on_data(prim.fwd, axis=a)
@@ -270,11 +297,17 @@ def _triangle_of(prim: Primitive, x: Any, k: Any, torch_spelling: dict[str, Any]
     x = lift(x)
     if x.data.ndim < 2:
         raise ShapeError(
-            f"{prim.name}: needs at least 2 dimensions (a matrix, or a batch of them), "
-            f"got shape {x.data.shape}"
+            msg(
+                "{name}: needs at least 2 dimensions (a matrix, or a batch of them), got "
+                "shape {shape}",
+                name=prim.name,
+                shape=x.data.shape,
+            )
         )
     if not is_int(k):
-        raise InvalidValueError(f"{prim.name}: k must be a whole number, not {k!r}")
+        raise InvalidValueError(
+            msg("{name}: k must be a whole number, not {k!r}", name=prim.name, k=k)
+        )
     redo = on_data(prim.fwd, k=int(k))
     return record(redo(x.data), prim, (x,), ctx=int(k), redo=redo)
 
