@@ -86,6 +86,18 @@ def test_forward_and_backward_are_one_run_when_backward_needs_no_forward_result(
     assert len(_runs(f)) == 2
 
 
+def test_a_generalized_ufunc_is_never_cut_into_blocks() -> None:
+    # matmul is a ufunc, but not an elementwise one: on (n, 1, 1) arrays its output has
+    # its operands' shape, and a block would cut through its core dimensions (found by
+    # the random programs below: `matmul(abs(y), y)` with y of shape (2, 1, 1))
+    def stacked(k: int) -> dict[str, Any]:
+        return {"y": RNG.normal(size=(N, 1, 1)), "z": RNG.normal(size=(N, 1, 1))}
+
+    f = _check("sum(matmul(abs(y), z) * y)", stacked)
+    for run in _runs(f):
+        assert all(step[0] is not np.matmul for step in run.steps)
+
+
 def test_the_sum_a_run_ends_in_is_numpys_pairwise_sum_to_the_bit() -> None:
     rng = np.random.default_rng(3)
     for n in (1, 7, 8, 127, 128, 129, 1000, 4096, 4097, 16385, 99991, 1 << 20):

@@ -91,7 +91,9 @@ def _elementwise(step: Sequence[Any], values: Sequence[Any]) -> tuple[Any, bool]
     if type(made) is not np.ndarray or made.size < FUSE_MIN or not made.flags.c_contiguous:
         return None
     if type(fn) is _Pooled:
-        return fn.ufunc, False
+        # an elementwise ufunc; not a generalized one (matmul), whose core dimensions
+        # a block would cut through
+        return (fn.ufunc, False) if fn.ufunc.signature is None else None
     ufunc = _INPLACE.get(fn) if not isinstance(fn, np.ufunc) else None
     if ufunc is not None and values[slots[0]] is made:
         return ufunc, True
