@@ -305,7 +305,7 @@ def graph_command(
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     scale = Scale(backend, chunks, scheduler)
     with _failures(json_out, debug):
-        from . import present
+        from . import present_analysis
 
         result = _analyse(
             "graph", expr, values, file, inputs, wrt, dtype, seed, limits, scale, quiet
@@ -316,7 +316,7 @@ def graph_command(
             return
         _emit(
             result, json_out, quiet,
-            lambda console: present.print_graph(result, console, precision=precision),
+            lambda console: present_analysis.print_graph(result, console, precision=precision),
         )  # fmt: skip
 
 
@@ -345,7 +345,7 @@ def explain_command(
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
-        from . import present
+        from . import present_analysis
         from .inputs import read_value
 
         upstream_grad = None
@@ -361,7 +361,9 @@ def explain_command(
         )  # fmt: skip
         _emit(
             result, json_out, quiet,
-            lambda console: present.print_explain(result, console, precision=precision, full=full),
+            lambda console: present_analysis.print_explain(
+                result, console, precision=precision, full=full
+            ),
         )  # fmt: skip
 
 

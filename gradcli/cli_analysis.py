@@ -59,13 +59,15 @@ def check_command(
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     scale = Scale(backend, chunks, scheduler)
     with _failures(json_out, debug):
-        from . import present
+        from . import present_analysis
 
         result = _analyse(
             "check", expr, values, file, inputs, wrt, dtype, seed, limits, scale, quiet,
             eps=eps, rtol=rtol, atol=atol, order=order, max_passes=max_passes,
         )  # fmt: skip
-        _emit(result, json_out, quiet, lambda console: present.print_check(result, console))
+        _emit(
+            result, json_out, quiet, lambda console: present_analysis.print_check(result, console)
+        )
         if not result.ok:
             raise typer.Exit(1)
 
@@ -111,7 +113,7 @@ def jacobian_command(
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     scale = Scale(backend, chunks, scheduler)
     with _failures(json_out, debug):
-        from . import present
+        from . import present_analysis
 
         _check_save(save)
         result = _analyse(
@@ -131,7 +133,9 @@ def jacobian_command(
             )
         _emit(
             result, json_out, quiet,
-            lambda console: present.print_jacobian(result, console, precision=precision, full=full),
+            lambda console: present_analysis.print_jacobian(
+                result, console, precision=precision, full=full
+            ),
         )  # fmt: skip
 
 
@@ -196,7 +200,7 @@ def hessian_command(
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     scale = Scale(backend, chunks, scheduler)
     with _failures(json_out, debug):
-        from . import present
+        from . import present_analysis
 
         _check_save(save)
         if vector:  # H v (docs/commands.md, "hessian")
@@ -212,7 +216,7 @@ def hessian_command(
                 save_result(str(save), hv.to_json, arrays)
             _emit(
                 hv, json_out, quiet,
-                lambda console: present.print_hvp(hv, console, precision=precision),
+                lambda console: present_analysis.print_hvp(hv, console, precision=precision),
             )  # fmt: skip
             return
         result = _analyse(
@@ -227,7 +231,7 @@ def hessian_command(
             )
         _emit(
             result, json_out, quiet,
-            lambda console: present.print_hessian(result, console, precision=precision),
+            lambda console: present_analysis.print_hessian(result, console, precision=precision),
         )  # fmt: skip
 
 
@@ -259,7 +263,7 @@ def jvp_command(
 ) -> None:
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     with _failures(json_out, debug):
-        from . import present
+        from . import present_analysis
         from .analysis import jvp
 
         text, given = _program_and_inputs(expr, values, file, inputs, dtype, seed, limits)
@@ -270,7 +274,9 @@ def jvp_command(
         )  # fmt: skip
         _emit(
             result, json_out, quiet,
-            lambda console: present.print_jvp(result, console, precision=precision, full=full),
+            lambda console: present_analysis.print_jvp(
+                result, console, precision=precision, full=full
+            ),
         )  # fmt: skip
 
 
@@ -328,7 +334,7 @@ def optimize_command(
     limits = options.Limits(max_elements, max_program_chars, max_stdin_bytes)
     scale = Scale(backend, chunks, scheduler)
     with _failures(json_out, debug):
-        from . import present
+        from . import present_analysis
 
         with _StopOnCtrlC() as ctrl_c, _StepProgress(steps, shown=not quiet) as on_step:
             result = _analyse(
@@ -347,7 +353,7 @@ def optimize_command(
             sys.stderr.write(said + "\n")
         _emit(
             result, json_out, quiet,
-            lambda console: present.print_optimization(
+            lambda console: present_analysis.print_optimization(
                 result, console, precision=precision, full=full
             ),
         )  # fmt: skip

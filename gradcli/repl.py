@@ -326,7 +326,7 @@ class Session:
 
     def _do_explain(self, rest: str, command: str = "explain") -> None:
         """``gradcli explain`` (or ``graph``) on EXPR, or on the last line's program."""
-        from . import analysis, present
+        from . import analysis, present, present_analysis
         from .errors import InputError
         from .reporting import _report
 
@@ -340,9 +340,9 @@ class Session:
         _report(shown, quiet=self.quiet, table=True)
         console, digits = present.make_console(), {"precision": self.precision}
         if command == "graph":
-            present.print_graph(shown, console, **digits)
+            present_analysis.print_graph(shown, console, **digits)
         else:
-            present.print_explain(shown, console, **digits, full=self.full)
+            present_analysis.print_explain(shown, console, **digits, full=self.full)
 
     def _do_graph(self, rest: str) -> None:
         self._do_explain(rest, "graph")

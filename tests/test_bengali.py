@@ -484,7 +484,8 @@ SHOWN = {
 }  # fmt: skip
 #: modules whose output is drawn for a person (JSON writers are not)
 DRAWING = {
-    "present.py", "reporting.py", "layout.py", "repl.py", "terminal.py", "streams.py",
+    "present.py", "present_analysis.py", "reporting.py", "layout.py", "repl.py", "terminal.py",
+    "streams.py",
     "arguments.py", "cli.py", "cli_analysis.py", "lazy.py",
 }  # fmt: skip
 _WORD = re.compile(r"[A-Za-z]{3,}")
