@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import warm
 from typer.testing import CliRunner
 
 from gradcli.cli import _expressions_as_arguments, app
@@ -132,16 +133,23 @@ def run(
     """``python -m gradcli ARGS`` in a real subprocess (at the repository root unless ``cwd``
     says otherwise); stdin as text or raw bytes (``None``: the caller's own stdin). The output
     must be UTF-8 (a byte that does not decode fails the test); it is read as it is, with no
-    newline translation."""
+    newline translation.
+
+    The process is a child of a warm server that has imported gradcli (``warm.py``), unless
+    the command line needs a fresh interpreter (``warm.needs_a_cold_start``; everywhere with
+    ``GRADCLI_COLD_START=1``)."""
     data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
-    proc = subprocess.run(
-        [sys.executable, "-m", "gradcli", *args],
-        input=data,
-        capture_output=True,
-        cwd=cwd,
-        env=gradcli_env(columns),
-        timeout=120,
-    )
+    if warm.needs_a_cold_start(args):
+        proc = subprocess.run(
+            [sys.executable, "-m", "gradcli", *args],
+            input=data,
+            capture_output=True,
+            cwd=cwd,
+            env=gradcli_env(columns),
+            timeout=120,
+        )
+    else:  # the same process, forked from one that has imported gradcli: see warm.py
+        proc = warm.run(args, data, gradcli_env(columns), cwd, timeout=120)
     return Run(proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8"), args)
 
 
