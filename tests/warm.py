@@ -156,8 +156,9 @@ def _preload() -> None:
 
 
 def _serve(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
-    """Answer requests until the tests hang up (then exit); in a forked child, return the
-    child's request and its three standard streams."""
+    """Answer requests until the tests hang up (then exit): run a command line in a forked
+    child, or fork a server of its own for another connection (a test that runs command
+    lines from several threads). In a child, return its request and its standard streams."""
     _preload()
     while True:
         got = _recv(sock)
@@ -167,9 +168,14 @@ def _serve(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
         pid = os.fork()
         if pid == 0:
             sock.close()
+            if request.get("connection"):  # a server for the connection given
+                sock = socket.socket(fileno=fds[0])
+                continue
             return request, fds
         for fd in fds:
             os.close(fd)
+        if request.get("connection"):
+            continue
         _send(sock, {"pid": pid})
         _, status = os.waitpid(pid, 0)
         _send(sock, {"status": status})
@@ -202,6 +208,8 @@ def main(fd: int) -> None:
 
 
 class _Server:
+    """The server process, which forks a server for each connection asked of it."""
+
     def __init__(self, env: dict[str, str], cwd: Path) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         path = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH")) if p)
@@ -215,29 +223,32 @@ class _Server:
             env={**env, "PYTHONPATH": path},
         )
         theirs.close()
-        self.sock = ours
-        self.lock = threading.Lock()
-        atexit.register(self.close)
+        self.control = ours
+
+    def connect(self) -> _Connection:
+        """A connection of its own, served by a fork of the server."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        _send(self.control, {"connection": True}, [theirs.fileno()])
+        theirs.close()
+        return _Connection(ours)
 
     def close(self) -> None:
-        self.sock.close()
+        for connection in _IDLE:
+            connection.sock.close()
+        self.control.close()
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             self.proc.kill()
 
-    def run(
-        self,
-        args: tuple[str, ...],
-        stdin: bytes | None,
-        env: dict[str, str],
-        cwd: Path,
-        timeout: float,
-    ) -> subprocess.CompletedProcess[bytes]:
-        with self.lock:
-            return self._run(args, stdin, env, cwd, timeout)
 
-    def _run(
+class _Connection:
+    """One command line at a time."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+
+    def run(
         self,
         args: tuple[str, ...],
         stdin: bytes | None,
@@ -252,10 +263,7 @@ class _Server:
         _send(self.sock, request, [in_r, out_w, err_w])
         for fd in (out_w, err_w) + ((in_r,) if stdin is not None else ()):
             os.close(fd)
-        got = _recv(self.sock)
-        if got is None:
-            raise RuntimeError("the warm gradcli server went away")
-        pid = got[0]["pid"]
+        pid = self._reply("pid")
         streams: dict[int, bytes] = {}
 
         def read(fd: int) -> None:
@@ -282,28 +290,37 @@ class _Server:
                 os.kill(pid, 9)
                 for t in threads:
                     t.join()
-                self._recv_status()
+                self._reply("status")
                 raise subprocess.TimeoutExpired(["gradcli", *args], timeout)
-        status = self._recv_status()
-        code = os.waitstatus_to_exitcode(status)
+        code = os.waitstatus_to_exitcode(self._reply("status"))
         return subprocess.CompletedProcess(["gradcli", *args], code, streams[out_r], streams[err_r])
 
-    def _recv_status(self) -> int:
+    def _reply(self, key: str) -> int:
         got = _recv(self.sock)
         if got is None:
             raise RuntimeError("the warm gradcli server went away")
-        return int(got[0]["status"])
+        return int(got[0][key])
 
 
 _SERVER: list[_Server] = []
+_IDLE: list[_Connection] = []
+_LOCK = threading.Lock()
 
 
 def run(
     args: tuple[str, ...], stdin: bytes | None, env: dict[str, str], cwd: Path, timeout: float
 ) -> subprocess.CompletedProcess[bytes]:
     """``python -m gradcli ARGS`` as a child of the warm server (started at the first call,
-    with the environment of that call less its ``COLUMNS``)."""
-    if not _SERVER:
-        base = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
-        _SERVER.append(_Server(base, TESTS.parent))
-    return _SERVER[0].run(args, stdin, env, cwd, timeout)
+    with the environment of that call less its ``COLUMNS``), on a connection of this
+    thread's own while it runs."""
+    with _LOCK:
+        if not _SERVER:
+            base = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
+            _SERVER.append(_Server(base, TESTS.parent))
+            atexit.register(_SERVER[0].close)
+        connection = _IDLE.pop() if _IDLE else _SERVER[0].connect()
+    try:
+        return connection.run(args, stdin, env, cwd, timeout)
+    finally:
+        with _LOCK:
+            _IDLE.append(connection)
