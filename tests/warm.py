@@ -29,6 +29,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -162,7 +163,10 @@ def _serve(sock: socket.socket) -> tuple[dict[str, Any], list[int]]:
     _preload()
     while True:
         got = _recv(sock)
-        if got is None:
+        if got is None:  # the tests hung up: wait for the servers forked for them, then go
+            with contextlib.suppress(ChildProcessError):
+                while True:
+                    os.wait()
             os._exit(0)
         request, fds = got
         pid = os.fork()
@@ -233,11 +237,13 @@ class _Server:
         return _Connection(ours)
 
     def close(self) -> None:
+        """Hang up every connection, then the server, and wait for it (it waits for the
+        servers it forked), so that no process is left behind."""
         for connection in _IDLE:
             connection.sock.close()
         self.control.close()
         try:
-            self.proc.wait(timeout=10)
+            self.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.proc.kill()
 
@@ -251,19 +257,27 @@ class _Connection:
     def run(
         self,
         args: tuple[str, ...],
-        stdin: bytes | None,
+        stdin: bytes | int | None,
         env: dict[str, str],
         cwd: Path,
         timeout: float,
+        started: Callable[[int], None] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        in_r, in_w = os.pipe() if stdin is not None else (0, -1)
+        if stdin == subprocess.DEVNULL:
+            in_r, in_w = os.open(os.devnull, os.O_RDONLY), -1
+        elif isinstance(stdin, bytes):
+            in_r, in_w = os.pipe()
+        else:  # the caller's own
+            in_r, in_w = 0, -1
         request = {"args": list(args), "env": env, "cwd": str(cwd)}
         _send(self.sock, request, [in_r, out_w, err_w])
-        for fd in (out_w, err_w) + ((in_r,) if stdin is not None else ()):
+        for fd in (out_w, err_w) + ((in_r,) if in_r != 0 else ()):
             os.close(fd)
         pid = self._reply("pid")
+        if started is not None:
+            started(pid)
         streams: dict[int, bytes] = {}
 
         def read(fd: int) -> None:
@@ -271,7 +285,7 @@ class _Connection:
                 streams[fd] = f.read()
 
         def write() -> None:
-            assert stdin is not None
+            assert isinstance(stdin, bytes)
             with open(in_w, "wb") as f:
                 try:
                     f.write(stdin)
@@ -280,7 +294,7 @@ class _Connection:
                     pass
 
         threads = [threading.Thread(target=read, args=(fd,)) for fd in (out_r, err_r)]
-        if stdin is not None:
+        if isinstance(stdin, bytes):
             threads.append(threading.Thread(target=write))
         for t in threads:
             t.start()
@@ -308,11 +322,19 @@ _LOCK = threading.Lock()
 
 
 def run(
-    args: tuple[str, ...], stdin: bytes | None, env: dict[str, str], cwd: Path, timeout: float
+    args: tuple[str | bytes, ...],
+    stdin: bytes | int | None,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+    started: Callable[[int], None] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """``python -m gradcli ARGS`` as a child of the warm server (started at the first call,
     with the environment of that call less its ``COLUMNS``), on a connection of this
-    thread's own while it runs."""
+    thread's own while it runs. ``stdin``: bytes through a pipe, ``subprocess.DEVNULL``,
+    or ``None`` for the caller's own; ``started`` is given the child's pid; an argument that
+    is not text is given as ``os.fsdecode`` of its bytes, as the interpreter decodes it."""
+    args = tuple(os.fsdecode(a) for a in args)
     with _LOCK:
         if not _SERVER:
             base = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
@@ -320,7 +342,7 @@ def run(
             atexit.register(_SERVER[0].close)
         connection = _IDLE.pop() if _IDLE else _SERVER[0].connect()
     try:
-        return connection.run(args, stdin, env, cwd, timeout)
+        return connection.run(args, stdin, env, cwd, timeout, started)
     finally:
         with _LOCK:
             _IDLE.append(connection)
