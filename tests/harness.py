@@ -139,18 +139,33 @@ def run(
     the command line needs a fresh interpreter (``warm.needs_a_cold_start``; everywhere with
     ``GRADCLI_COLD_START=1``)."""
     data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    proc = process(args, stdin=data, env=gradcli_env(columns), cwd=cwd, timeout=120)
+    return Run(proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8"), args)
+
+
+def process(
+    args: tuple[str, ...],
+    *,
+    stdin: bytes | int | None,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+) -> subprocess.CompletedProcess[bytes]:
+    """``python -m gradcli ARGS`` with its output captured, as ``subprocess.run`` gives it:
+    ``stdin`` bytes to write, ``subprocess.DEVNULL`` or ``None`` (the caller's own). The
+    process is a warm child (``warm.py``) unless ``warm.needs_a_cold_start``."""
     if warm.needs_a_cold_start(args):
-        proc = subprocess.run(
+        given: dict[str, Any] = {"input": stdin} if isinstance(stdin, bytes) else {"stdin": stdin}
+        return subprocess.run(
             [sys.executable, "-m", "gradcli", *args],
-            input=data,
             capture_output=True,
             cwd=cwd,
-            env=gradcli_env(columns),
-            timeout=120,
+            env=env,
+            timeout=timeout,
+            **given,
         )
-    else:  # the same process, forked from one that has imported gradcli: see warm.py
-        proc = warm.run(args, data, gradcli_env(columns), cwd, timeout=120)
-    return Run(proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8"), args)
+    # the same process, forked from one that has imported gradcli
+    return warm.run(args, stdin, env, cwd, timeout)
 
 
 def invoke(*args: str, stdin: str | bytes | None = None, columns: int | None = None) -> Run:

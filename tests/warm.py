@@ -189,6 +189,7 @@ def main(fd: int) -> None:
     """The server's body; in each child, becomes ``python -m gradcli ARGS``."""
     import runpy
 
+    sys.path[0] = os.getcwd()  # not '': the modules it imports keep their place
     sock = socket.socket(fileno=fd)
     request, fds = _serve(sock)
     for target, fd in enumerate(fds):
@@ -228,6 +229,7 @@ class _Server:
         )
         theirs.close()
         self.control = ours
+        self.idle: list[_Connection] = []
 
     def connect(self) -> _Connection:
         """A connection of its own, served by a fork of the server."""
@@ -239,7 +241,7 @@ class _Server:
     def close(self) -> None:
         """Hang up every connection, then the server, and wait for it (it waits for the
         servers it forked), so that no process is left behind."""
-        for connection in _IDLE:
+        for connection in self.idle:
             connection.sock.close()
         self.control.close()
         try:
@@ -316,9 +318,17 @@ class _Connection:
         return int(got[0][key])
 
 
-_SERVER: list[_Server] = []
-_IDLE: list[_Connection] = []
+#: the servers, by the environment that a process reads as the interpreter starts
+_SERVERS: dict[tuple[tuple[str, str], ...], _Server] = {}
 _LOCK = threading.Lock()
+
+
+def _start_up(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """What of ``env`` the interpreter reads as it starts (the module path, the streams'
+    encoding and buffering, the locale): a child of a server started with other values
+    would not be the process asked for, so each gets a server of its own."""
+    read = sorted((k, v) for k, v in env.items() if k.startswith(("PYTHON", "LC_", "LANG")))
+    return tuple(read)
 
 
 def run(
@@ -329,20 +339,22 @@ def run(
     timeout: float,
     started: Callable[[int], None] | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """``python -m gradcli ARGS`` as a child of the warm server (started at the first call,
-    with the environment of that call less its ``COLUMNS``), on a connection of this
-    thread's own while it runs. ``stdin``: bytes through a pipe, ``subprocess.DEVNULL``,
-    or ``None`` for the caller's own; ``started`` is given the child's pid; an argument that
-    is not text is given as ``os.fsdecode`` of its bytes, as the interpreter decodes it."""
+    """``python -m gradcli ARGS`` as a child of the warm server for ``env``'s start-up
+    variables (started at the first such call), on a connection of this thread's own while
+    it runs. ``stdin``: bytes through a pipe, ``subprocess.DEVNULL``, or ``None`` for the
+    caller's own; ``started`` is given the child's pid; an argument that is not text is
+    given as ``os.fsdecode`` of its bytes, as the interpreter decodes it."""
     args = tuple(os.fsdecode(a) for a in args)
+    key = _start_up(env)
     with _LOCK:
-        if not _SERVER:
+        server = _SERVERS.get(key)
+        if server is None:
             base = {k: v for k, v in env.items() if k not in ("COLUMNS", "LINES")}
-            _SERVER.append(_Server(base, TESTS.parent))
-            atexit.register(_SERVER[0].close)
-        connection = _IDLE.pop() if _IDLE else _SERVER[0].connect()
+            server = _SERVERS[key] = _Server(base, TESTS.parent)
+            atexit.register(server.close)
+        connection = server.idle.pop() if server.idle else server.connect()
     try:
         return connection.run(args, stdin, env, cwd, timeout, started)
     finally:
         with _LOCK:
-            _IDLE.append(connection)
+            server.idle.append(connection)
