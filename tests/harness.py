@@ -1,5 +1,6 @@
 """Running gradcli from the command-line tests: a real ``python -m gradcli`` process
-(:func:`run`) or typer's CliRunner in-process (:func:`invoke`), both giving a :class:`Run`,
+(:func:`run`, :func:`process`; forked warm from a server that has imported gradcli, see
+``warm.py``) or typer's CliRunner in-process (:func:`invoke`), both giving a :class:`Run`,
 and :func:`strict_loads` for the JSON they print.
 
 Neither caches nor checks anything by itself: a test module that wants its runs cached

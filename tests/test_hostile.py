@@ -1,11 +1,13 @@
 """Hostile inputs (issue 7), each through the real command line.
 
-Every item runs ``python -m gradcli ...`` in a subprocess at the repository root and must be
-answered within 2 s of wall time (measured around the process, start-up included), with the
-right exit code, no Python traceback, and a one-line cause: the first line on stderr starts
-with ``error`` or ``warning``. Then: the limits and how to raise them, process behaviour
-(``| head -n 1``, Ctrl-C, warnings counted once), float32 mode, and a static check that no
-user text can reach ``eval``/``exec``/``pickle``.
+Every item runs ``python -m gradcli ...`` in a subprocess at the repository root (a warm one,
+forked from a server that has imported gradcli: ``warm.py``, unless the wall time is
+checked) and must be answered within 2 s of wall time (measured around the process, start-up
+included, with ``GRADCLI_TIMED=1``), with the right exit code, no Python traceback, and a
+one-line cause: the first line on stderr starts with ``error`` or ``warning``. Then: the
+limits and how to raise them, process behaviour (``| head -n 1``, Ctrl-C, warnings counted
+once), float32 mode, and a static check that no user text can reach
+``eval``/``exec``/``pickle``.
 """
 
 from __future__ import annotations
