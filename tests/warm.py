@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import json
 import os
 import socket
@@ -192,9 +193,12 @@ def main(fd: int) -> None:
     sys.path[0] = os.getcwd()  # not '': the modules it imports keep their place
     sock = socket.socket(fileno=fd)
     request, fds = _serve(sock)
-    for target, fd in enumerate(fds):
+    for target, fd in zip(request["targets"], fds, strict=True):
         os.dup2(fd, target)
         os.close(fd)
+    if 0 not in request["targets"]:  # the caller's stdin is closed: so is the child's
+        os.close(0)
+        sys.stdin = sys.__stdin__ = None  # type: ignore[assignment]  (as the interpreter)
     os.environ.clear()
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
@@ -216,7 +220,7 @@ class _Server:
     """The server process, which forks a server for each connection asked of it."""
 
     def __init__(self, env: dict[str, str], cwd: Path) -> None:
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        ours, theirs = _socketpair()
         path = os.pathsep.join(p for p in (str(TESTS), env.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen(
             [sys.executable, "-c", f"import warm; warm.main({theirs.fileno()})"],
@@ -233,7 +237,7 @@ class _Server:
 
     def connect(self) -> _Connection:
         """A connection of its own, served by a fork of the server."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        ours, theirs = _socketpair()
         _send(self.control, {"connection": True}, [theirs.fileno()])
         theirs.close()
         return _Connection(ours)
@@ -265,17 +269,18 @@ class _Connection:
         timeout: float,
         started: Callable[[int], None] | None = None,
     ) -> subprocess.CompletedProcess[bytes]:
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
+        out_r, out_w = _pipe()
+        err_r, err_w = _pipe()
         if stdin == subprocess.DEVNULL:
-            in_r, in_w = os.open(os.devnull, os.O_RDONLY), -1
+            in_r, in_w = _high(os.open(os.devnull, os.O_RDONLY)), -1
         elif isinstance(stdin, bytes):
-            in_r, in_w = os.pipe()
-        else:  # the caller's own
-            in_r, in_w = 0, -1
-        request = {"args": list(args), "env": env, "cwd": str(cwd)}
-        _send(self.sock, request, [in_r, out_w, err_w])
-        for fd in (out_w, err_w) + ((in_r,) if in_r != 0 else ()):
+            in_r, in_w = _pipe()
+        else:  # the caller's own, if it has one
+            in_r, in_w = (0, -1) if _is_open(0) else (-1, -1)
+        targets = [0, 1, 2] if in_r != -1 else [1, 2]
+        request = {"args": list(args), "env": env, "cwd": str(cwd), "targets": targets}
+        _send(self.sock, request, [fd for fd in (in_r, out_w, err_w) if fd != -1])
+        for fd in (out_w, err_w) + ((in_r,) if in_r > 0 else ()):
             os.close(fd)
         pid = self._reply("pid")
         if started is not None:
@@ -316,6 +321,38 @@ class _Connection:
         if got is None:
             raise RuntimeError("the warm gradcli server went away")
         return int(got[0][key])
+
+
+def _high(fd: int) -> int:
+    """``fd`` moved above the standard streams: where the tests' process has a standard
+    stream closed, a descriptor of ours must not take its place."""
+    if fd > 2:
+        return fd
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return high
+
+
+def _pipe() -> tuple[int, int]:
+    read, write = os.pipe()
+    return _high(read), _high(write)
+
+
+def _socketpair() -> tuple[socket.socket, socket.socket]:
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pair = []
+    for sock in (a, b):
+        fd = sock.detach()
+        pair.append(socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, fileno=_high(fd)))
+    return pair[0], pair[1]
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
 
 
 #: the servers, by the environment that a process reads as the interpreter starts
