@@ -2,20 +2,21 @@
 gradcli's command line once, then forks a child for each command line the tests run.
 
 A fresh interpreter spends ~0.3 s of CPU starting and importing NumPy, typer, rich and
-lark before a command does anything, and the tests run a command line some two thousand
-times. A forked child skips that and is otherwise the process a test wants: its own pid,
+lark (and, with ``PYTHONDONTWRITEBYTECODE``, compiling gradcli) before a command does
+anything, and the tests run several hundred command lines; a warm child takes ~0.05 s.
+A forked child skips that and is otherwise the process a test wants: its own pid,
 its standard streams real pipes (or the caller's stdin), its environment, working
 directory and ``sys.argv`` those of ``python -m gradcli ARGS``, and ``gradcli.__main__``
 run as ``__main__`` by :mod:`runpy` as ``-m`` runs it, so that exit codes, ``SystemExit``,
 uncaught exceptions (a traceback on stderr) and the flush of stdout at exit are the
 interpreter's own. Its status is the child's wait status, as :mod:`subprocess` reports it.
 
-What a warm child cannot show, a test must still run for real (``harness.run`` does so
+What a warm child cannot show, a test must still run for real (``harness.process`` does so
 where :func:`needs_a_cold_start` says, or everywhere with ``GRADCLI_COLD_START=1``): the
 start-up itself (import time, Ctrl-C before the command line is imported), and the
 process-wide settings that must come before NumPy starts (``arguments.one_heap``, taken
-by a command line that may evaluate on Dask). Tests of signals, closed streams,
-terminals and the console script start their own processes anyway.
+by a command line that may evaluate on Dask). Tests of signals, closed or full streams,
+terminals, shells and the console script start their own processes, as before.
 """
 
 from __future__ import annotations
