@@ -361,11 +361,17 @@ _SERVERS: dict[tuple[tuple[str, str], ...], _Server] = {}
 _LOCK = threading.Lock()
 
 
+#: the locale variables the interpreter reads as it starts (its LC_CTYPE: the encodings,
+#: the C locale's coercion); the language of messages (LANGUAGE, LC_MESSAGES) is read by
+#: each command
+_START_UP_LOCALE = ("LC_ALL", "LC_CTYPE", "LANG")
+
+
 def _start_up(env: dict[str, str]) -> tuple[tuple[str, str], ...]:
     """What of ``env`` the interpreter reads as it starts (the module path, the streams'
     encoding and buffering, the locale): a child of a server started with other values
     would not be the process asked for, so each gets a server of its own."""
-    read = sorted((k, v) for k, v in env.items() if k.startswith(("PYTHON", "LC_", "LANG")))
+    read = sorted((k, v) for k, v in env.items() if k.startswith("PYTHON") or k in _START_UP_LOCALE)
     return tuple(read)
 
 
