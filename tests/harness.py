@@ -1,5 +1,6 @@
 """Running gradcli from the command-line tests: a real ``python -m gradcli`` process
-(:func:`run`) or typer's CliRunner in-process (:func:`invoke`), both giving a :class:`Run`,
+(:func:`run`, :func:`process`; forked warm from a server that has imported gradcli, see
+``warm.py``) or typer's CliRunner in-process (:func:`invoke`), both giving a :class:`Run`,
 and :func:`strict_loads` for the JSON they print. A Markdown page's terminal sessions
 (``console`` blocks: ``$ COMMAND`` and what it prints) are read by :func:`console_blocks`
 and run by bash with :func:`run_block`, for the tests that hold a page to its outputs
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import warm
 from typer.testing import CliRunner
 
 from gradcli.cli import _expressions_as_arguments, app
@@ -148,17 +150,40 @@ def run(
     """``python -m gradcli ARGS`` in a real subprocess (at the repository root unless ``cwd``
     says otherwise); stdin as text or raw bytes (``None``: the caller's own stdin). The output
     must be UTF-8 (a byte that does not decode fails the test); it is read as it is, with no
-    newline translation. ``language``: locale variables (``{"LANG": "bn_BD.UTF-8"}``)."""
+    newline translation. ``language``: locale variables (``{"LANG": "bn_BD.UTF-8"}``).
+
+    The process is a child of a warm server that has imported gradcli (``warm.py``), unless
+    the command line needs a fresh interpreter (``warm.needs_a_cold_start``; everywhere with
+    ``GRADCLI_COLD_START=1``)."""
     data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
-    proc = subprocess.run(
-        [sys.executable, "-m", "gradcli", *args],
-        input=data,
-        capture_output=True,
-        cwd=cwd,
-        env=gradcli_env(columns, language),
-        timeout=120,
-    )
+    env = gradcli_env(columns, language)
+    proc = process(args, stdin=data, env=env, cwd=cwd, timeout=120)
     return Run(proc.returncode, proc.stdout.decode("utf-8"), proc.stderr.decode("utf-8"), args)
+
+
+def process(
+    args: tuple[str, ...],
+    *,
+    stdin: bytes | int | None,
+    env: dict[str, str],
+    cwd: Path,
+    timeout: float,
+) -> subprocess.CompletedProcess[bytes]:
+    """``python -m gradcli ARGS`` with its output captured, as ``subprocess.run`` gives it:
+    ``stdin`` bytes to write, ``subprocess.DEVNULL`` or ``None`` (the caller's own). The
+    process is a warm child (``warm.py``) unless ``warm.needs_a_cold_start``."""
+    if warm.needs_a_cold_start(args):
+        given: dict[str, Any] = {"input": stdin} if isinstance(stdin, bytes) else {"stdin": stdin}
+        return subprocess.run(
+            [sys.executable, "-m", "gradcli", *args],
+            capture_output=True,
+            cwd=cwd,
+            env=env,
+            timeout=timeout,
+            **given,
+        )
+    # the same process, forked from one that has imported gradcli
+    return warm.run(args, stdin, env, cwd, timeout)
 
 
 def invoke(

@@ -16,6 +16,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
+import harness
 import numpy as np
 import pytest
 from gradcheck import check_grads
@@ -28,15 +29,21 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> Any:
-    return subprocess.run(
-        [sys.executable, "-m", "gradcli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        encoding="utf-8",
+    """``python -m gradcli ARGS``, its output as text (UTF-8, universal newlines) as
+    ``subprocess.run(..., text=True, encoding="utf-8")`` gives it."""
+    proc = harness.process(
+        args,
+        stdin=None if stdin is None else stdin.encode("utf-8"),
         env={**os.environ, "COLUMNS": "200", "NO_COLOR": "1", **(env or {})},
         cwd=ROOT,
         timeout=120,
+    )
+
+    def text(data: bytes) -> str:
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+
+    return subprocess.CompletedProcess(
+        proc.args, proc.returncode, text(proc.stdout), text(proc.stderr)
     )
 
 

@@ -13,11 +13,11 @@ import json
 import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import harness
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -54,11 +54,9 @@ def gradcli(*args: str, stdin: str | None = None, columns: int = 100) -> Run:
     for var in ("LINES", "FORCE_COLOR", "CLICOLOR_FORCE", "TTY_COMPATIBLE"):
         env.pop(var, None)
     env.update(COLUMNS=str(columns), NO_COLOR="1", PYTHONIOENCODING="utf-8")
-    proc = subprocess.run(
-        [sys.executable, "-m", "gradcli", *args],
-        input=None if stdin is None else stdin.encode("utf-8"),
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True,
+    proc = harness.process(
+        args,
+        stdin=subprocess.DEVNULL if stdin is None else stdin.encode("utf-8"),
         cwd=REPO,
         env=env,
         timeout=120,

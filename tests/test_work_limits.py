@@ -10,9 +10,6 @@ not grow with ``--steps``; ``loss_every`` in its JSON says how they are spaced.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import harness
 import pytest
 from harness import REPO, Run, strict_loads
@@ -27,13 +24,7 @@ from gradcli.options import DEFAULT_MAX_PASSES as CLI_MAX_PASSES
 def run(*args: str) -> Run:
     """``python -m gradcli ARGS`` — with a timeout far below what the refused work would
     take, so that work that is not refused fails the test instead of running on."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "gradcli", *args],
-        capture_output=True,
-        cwd=REPO,
-        env=harness.gradcli_env(),
-        timeout=30,
-    )
+    proc = harness.process(args, stdin=None, cwd=REPO, env=harness.gradcli_env(), timeout=30)
     return Run(proc.returncode, proc.stdout.decode(), proc.stderr.decode(), args)
 
 
