@@ -69,7 +69,8 @@ class _Recorded:
             if g.shape != self.out_shape:
                 raise _Fallback  # a fresh evaluation says what is wrong, as it would
             inputs.append(g)
-        known: set[int] = set()  # the outputs the replay found all finite as it made them
+        # the outputs the replay's fused runs found all finite as they made them
+        known: set[int] | None = set() if self.plan.fused else None
         outs = self.plan.run(inputs, known)
         value = outs[0]
         if not self.derived_value:
@@ -95,11 +96,13 @@ class _Recorded:
             next(made)
             new = next(made)
             intermediates[name] = (v, None if kind == "none" else _own(g_b, v, new, taken))
-        slots = self.plan.outputs
-        asked = [name for name in self.names if name in self.wanted]  # the outputs' order
-        finite = {name: True for name, s in zip(asked, slots[1:], strict=False) if s in known}
-        if slots[0] in known:
-            finite["output"] = True
+        finite = None
+        if known:
+            slots = self.plan.outputs
+            asked = [name for name in self.names if name in self.wanted]  # the outputs' order
+            finite = {name: True for name, s in zip(asked, slots[1:], strict=False) if s in known}
+            if slots[0] in known:
+                finite["output"] = True
         return _Run(value, grads, intermediates, self.reduction, self.overflow, finite)
 
 
