@@ -43,7 +43,7 @@ from .state import STATE
 FUSE_MIN = 1 << 17
 #: elements per block (a multiple of 8, at least 128): a block of each array a run
 #: reads or makes stays in the processor's caches while the run's steps go over it
-BLOCK = 1 << 16
+BLOCK = 1 << 17
 
 # How a step's argument is read in a block:
 FULL = 0  # an array of the run's shape, C-contiguous: its slice (or written in place)
