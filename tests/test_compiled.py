@@ -401,21 +401,22 @@ def test_optimize_and_check_replay_their_passes_to_the_same_bits(
     """optimize's steps and check's finite differences replay one plan (issue 14, item 3):
     the same result as evaluating afresh every pass."""
     from gradcli import analysis
+    from gradcli.autograd.replay import Plan
     from gradcli.compiled import Plans
 
     text = "sum(tanh(W @ x + b) ** 2)"
     inputs = {"W": _any(3, 3) / 2, "x": _any(3), "b": _any(3)}
     replayed = []
-    run = Plans.run
+    run = Plan.run
 
-    def counting(self: Plans, *args: Any, **kw: Any) -> Any:
-        out = run(self, *args, **kw)
-        replayed.append(out is not None)
-        return out
+    def counting(self: Plan, *args: Any, **kw: Any) -> Any:
+        replayed.append(True)  # a replay, through Plans.run or straight (check's passes)
+        return run(self, *args, **kw)
 
-    monkeypatch.setattr(Plans, "run", counting)
+    monkeypatch.setattr(Plan, "run", counting)
     planned = getattr(analysis, command)(text, inputs, **kwargs)
     assert sum(replayed) >= 5, "the passes were not replayed"
+    monkeypatch.setattr(Plan, "run", run)
     monkeypatch.setattr(Plans, "run", lambda self, *args, **kw: None)  # afresh every time
     fresh = getattr(analysis, command)(text, inputs, **kwargs)
     assert planned.to_json() == fresh.to_json()
@@ -625,3 +626,20 @@ def test_a_replay_counts_the_errors_of_the_constants_it_does_not_compute_again(t
         for _ in range(2):  # recorded, then replayed
             got = f(inputs)
             assert (got.warnings, got.notes) == (want.warnings, want.notes)
+
+
+def test_checks_direct_replays_count_errors_as_fresh_passes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """check replays each input's differences straight from the plan (no Result per pass):
+    the floating-point errors it counts, the constants' included, are a fresh run's."""
+    from gradcli import analysis
+    from gradcli.compiled import Plans
+
+    text = "sum(exp(x) * y) + sum(exp(800 * ones(3)))"  # x's passes and a constant overflow
+    inputs = {"x": [700.0, 710.0, 1.0], "y": [1.0, 2.0, 3.0]}
+    planned = analysis.check(text, inputs)
+    monkeypatch.setattr(Plans, "run", lambda self, *args, **kw: None)  # afresh every time
+    fresh = analysis.check(text, inputs)
+    assert planned.to_json() == fresh.to_json()
+    assert planned.warnings == fresh.warnings and planned.warnings

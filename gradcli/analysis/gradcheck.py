@@ -114,6 +114,7 @@ def _numeric_jacobian(
     Each is one program on values of the same shapes: replayed from ``plans``."""
     base = setup.values[name]
     columns = []
+    replay = None  # order 1: the recorded plan, replayed directly once there is one
     for k in range(base.size):
         results = []
         for step in (eps, -eps):
@@ -122,10 +123,16 @@ def _numeric_jacobian(
             moved.flat[k] += step
             values[name] = moved
             if order == 1:  # no gradient: a plan of the forward pass alone
+                if replay is not None:
+                    value = replay(values)
+                    if value is not None:
+                        results.append(value)
+                        continue
                 shifted = Setup(setup.program, values, [], "float64")
                 run = plans.run(shifted, None, seed, max_elements, fp)
                 if run is not None:
                     results.append(run.value.astype(np.float64).ravel())
+                    replay = _direct(plans, shifted, seed, max_elements, fp)
                     continue
                 leaves = shifted.leaves()
                 out = shifted.program.run(leaves, dtype="float64", seed=seed, retain=False)
@@ -135,6 +142,36 @@ def _numeric_jacobian(
                 results.append(_flat_gradient(shifted, seed, plans, fp, max_elements))
         columns.append((results[0] - results[1]) / (2 * eps))
     return _stacked(columns)
+
+
+def _direct(plans: Plans, setup: Setup, seed: int, max_elements: int, fp: Any) -> Any:
+    """For the passes of one input's differences: the plan ``plans`` keeps for ``setup``
+    (values of these shapes), replayed with no key made, no lock taken and no Result
+    built: ``replay(values)`` is the output, raveled in float64, with the errors of the
+    plan's constants counted as :meth:`Plans.run` counts them; None when there is no plan
+    or a replay fails (a fresh evaluation then answers, as Plans.run's caller does)."""
+    key = plans.key(
+        setup.program.text, (), setup.dtype, seed, max_elements, True, setup.values
+    )  # fmt: skip
+    entry = plans.recorded(key)
+    if entry is None:
+        return None
+    names, plan, constant = entry.names, entry.plan, entry.constant_errors
+    counts = fp.counts
+
+    def replay(values: dict[str, np.ndarray]) -> np.ndarray | None:
+        before = dict(counts)
+        try:
+            value = plan.run([values[n] for n in names])[0]
+        except Exception:  # a replay that fails: evaluated afresh, its errors undone
+            counts.clear()
+            counts.update(before)
+            return None
+        for kind, n in constant.items():
+            counts[kind] = counts.get(kind, 0) + n
+        return np.asarray(value).astype(np.float64).ravel()
+
+    return replay
 
 
 def _stacked(columns: list[np.ndarray]) -> np.ndarray:
