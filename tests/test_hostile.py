@@ -118,17 +118,7 @@ def gradcli_run(*args: str | bytes, stdin: bytes | str | None = None, timeout: f
     peak = [0.0]
 
     def watch_memory() -> None:
-        # VmHWM of the child's own address space (ru_maxrss of a child spawned from this big
-        # process would include this process's memory): polled until the child exits
-        status = Path(f"/proc/{proc.pid}/status")
-        while proc.poll() is None:
-            try:
-                for line in status.read_text().splitlines():
-                    if line.startswith("VmHWM:"):
-                        peak[0] = max(peak[0], int(line.split()[1]) / 1024)
-            except (OSError, ValueError):
-                return
-            time.sleep(0.01)
+        _watch_peak(proc.pid, lambda: proc.poll() is None, peak)
 
     threads = [
         threading.Thread(target=drain, args=("out", proc.stdout)),
@@ -159,6 +149,21 @@ def gradcli_run(*args: str | bytes, stdin: bytes | str | None = None, timeout: f
     )
 
 
+def _watch_peak(pid: int, running: Any, peak: list[float]) -> None:
+    """VmHWM of the child's own address space, in MiB, into ``peak[0]`` (ru_maxrss of a
+    child spawned from this big process would include this process's memory): polled
+    while ``running()``."""
+    status = Path(f"/proc/{pid}/status")
+    while running():
+        try:
+            for line in status.read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak[0] = max(peak[0], int(line.split()[1]) / 1024)
+        except (OSError, ValueError):
+            return
+        time.sleep(0.01)
+
+
 def _warm_run(args: tuple[str | bytes, ...], data: bytes | None, timeout: float) -> Run:
     """:func:`gradcli_run` in a warm child: the same streams (stdin a pipe, or /dev/null),
     environment and working directory, and its peak memory polled the same way."""
@@ -166,15 +171,7 @@ def _warm_run(args: tuple[str | bytes, ...], data: bytes | None, timeout: float)
     done = threading.Event()
 
     def watch_memory(pid: int) -> None:
-        status = Path(f"/proc/{pid}/status")
-        while not done.is_set():
-            try:
-                for line in status.read_text().splitlines():
-                    if line.startswith("VmHWM:"):
-                        peak[0] = max(peak[0], int(line.split()[1]) / 1024)
-            except (OSError, ValueError):
-                return
-            time.sleep(0.01)
+        _watch_peak(pid, lambda: not done.is_set(), peak)
 
     watchers: list[threading.Thread] = []
 

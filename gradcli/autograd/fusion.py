@@ -251,7 +251,8 @@ class Run:
              src[target], tkind == LOCAL, k)
             for ufunc, args, (tkind, target), k in self.steps
         ]  # fmt: skip
-        before, after = steps[: self.split], steps[self.split :]
+        # the sum of the block is taken after forward's steps, before backward's
+        total_at = self.split if self.total is not None else -1
         errors = STATE.errors
         collector = _Collector() if errors is not None else None
         if collector is not None:
@@ -267,7 +268,11 @@ class Run:
         try:
             for lo, hi in self.bounds:
                 m = hi - lo
-                for ufunc, operands_of, target, local, k in before:
+                for i, (ufunc, operands_of, target, local, k) in enumerate(steps):
+                    if i == total_at:
+                        if collector is not None:
+                            collector.step = len(steps)
+                        sums.append(reduce(added[:m] if added_head else added[lo:hi]))
                     operands = [
                         (a[:m] if head else a[lo:hi]) if sliced else a
                         for sliced, a, head in operands_of
@@ -275,18 +280,10 @@ class Run:
                     if collector is not None:
                         collector.step = k
                     ufunc(*operands, out=target[:m] if local else target[lo:hi])
-                if self.total is not None:
+                if total_at == len(steps):  # a run that is forward's only
                     if collector is not None:
                         collector.step = len(steps)
                     sums.append(reduce(added[:m] if added_head else added[lo:hi]))
-                for ufunc, operands_of, target, local, k in after:
-                    operands = [
-                        (a[:m] if head else a[lo:hi]) if sliced else a
-                        for sliced, a, head in operands_of
-                    ]
-                    if collector is not None:
-                        collector.step = k
-                    ufunc(*operands, out=target[:m] if local else target[lo:hi])
                 if checks:
                     if collector is not None:
                         collector.step = -1  # a check's own errors are not the program's

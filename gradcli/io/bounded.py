@@ -47,6 +47,19 @@ def _os_cause(e: OSError) -> str:
     return e.strerror or str(e)
 
 
+def unreadable(name: str, shown: str, e: OSError) -> InputError:
+    """The error for input ``name``'s file (``shown`` as the user wrote it) that the
+    operating system would not let be read."""
+    return InputError(
+        msg(
+            "{name}: cannot read file {shown}: {os_cause}",
+            name=name,
+            shown=shown,
+            os_cause=_os_cause(e),
+        )
+    )
+
+
 def read_at_most(stream: IO[bytes], limit: int) -> bytes | None:
     """All of ``stream``, or None when it holds more than ``limit`` bytes. Read in pieces:
     memory follows the data, not the limit (``read(limit)`` would allocate the limit)."""

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..i18n import msg
-from .bounded import _os_cause
+from .bounded import _os_cause, unreadable
 from .files import split_zarr
 from .jsonio import _short
 from .npfiles import _keys_text, npy_header
@@ -87,14 +87,7 @@ def lazy_npy(
                 max_elements=max_elements,
             )
     except OSError as e:
-        raise InputError(
-            msg(
-                "{name}: cannot read file {shown}: {os_cause}",
-                name=name,
-                shown=shown,
-                os_cause=_os_cause(e),
-            )
-        ) from None
+        raise unreadable(name, shown, e) from None
     parts = NpyParts(os.path.abspath(full), shape, file_dtype, fortran, offset)
     token = f"npy-{uuid.uuid5(uuid.NAMESPACE_URL, f'{parts.path}:{st.st_mtime_ns}:{st.st_size}')}"
     arr = da.from_array(

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import InputError, shorten
 from ..i18n import msg
-from .bounded import _binary_file, _os_cause, read_file_text
+from .bounded import _binary_file, read_file_text, unreadable
 from .csvtext import _csv_value
 from .jsonio import _DuplicateKeyError, _loads, _short, parse_json_text
 from .npfiles import _load_npy, _npz_value, read_npy
@@ -161,14 +161,7 @@ def load_file_value(
                     max_elements=max_elements,
                 )
         except OSError as e:
-            raise InputError(
-                msg(
-                    "{name}: cannot read file {shown}: {os_cause}",
-                    name=name,
-                    shown=shown,
-                    os_cause=_os_cause(e),
-                )
-            ) from None
+            raise unreadable(name, shown, e) from None
     if ext == ".json":
         text = _read_text(full, shown, name, max_elements)
         return _json_file_value(

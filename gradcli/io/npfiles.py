@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import InputError, shorten
 from ..i18n import msg
-from .bounded import _binary_file, _os_cause
+from .bounded import _binary_file, _os_cause, unreadable
 from .jsonio import _short
 from .values import DTypeArg, _as_dtype, _check_limit, _float_dtype
 
@@ -102,14 +102,7 @@ def _load_npy(
         with f:
             arr = read_npy(f, size=size, name=name, shown=shown, max_elements=max_elements)
     except OSError as e:
-        raise InputError(
-            msg(
-                "{name}: cannot read file {shown}: {os_cause}",
-                name=name,
-                shown=shown,
-                os_cause=_os_cause(e),
-            )
-        ) from None
+        raise unreadable(name, shown, e) from None
     return _as_dtype(arr, dt)
 
 
