@@ -21,9 +21,15 @@ by NumPy as the whole array's call would add that piece, and the blocks' sums ar
 up the same tree: the bits of the one call (:func:`_halves`). Only runs of exactly rounded
 arithmetic (``+ - * /``) end in a sum, in float64.
 
+Forward's last run and backward's first become one run (:func:`merge`) when nothing between
+them needs what forward's run makes, so that each block of the inputs is read once for
+both passes; and a run learns, block by block, which arrays it hands out are all finite,
+so that the result need not read them again.
+
 Only plans that keep a pool of buffers (``gradcli.compile``, ``optimize``, ``check``) fuse,
 and only from :data:`FUSE_MIN` elements: on small arrays the per-block calls would cost
-more than the memory they save.
+more than the memory they save. Plans are NumPy's only (docs/engine.md, "Backends"), and
+so is this module.
 """
 
 from __future__ import annotations
