@@ -405,7 +405,10 @@ def evaluate(
             run = _fresh(setup, grad_output, seed, max_elements)
         # still counted: clipping float32 gradients can overflow too
         clip = _clip(run, clip_norm, clip_value, p)
-    return _finish(expr, setup, run, clip, fp, id, run.finite)
+    finite = run.finite
+    if finite and clip is not None and not math.isfinite(clip.get("scale", 1.0)):
+        finite = None  # a nan norm scaled every gradient to nan: what was finite is not
+    return _finish(expr, setup, run, clip, fp, id, finite)
 
 
 @dataclass
@@ -501,7 +504,7 @@ def _finish(
     (``"output"``) and each gradient (by input name) is all finite, where the caller knows
     (an evaluation on Dask learns it as it writes them: gradcli.lazy; a replay's fused
     runs as they make them); the others are looked at. Clipping, done before, keeps a
-    finite gradient finite."""
+    finite gradient finite (evaluate passes no claims when a nan norm scaled them)."""
     warnings = fp.messages()
     notes: list[str] = []
     if run.reduction == "sum":

@@ -152,6 +152,56 @@ def test_backward_errors_in_a_merged_run_are_not_counted() -> None:
     assert any(run.split < len(run.steps) for run in _runs(f))
 
 
+def test_errors_of_adding_the_blocks_sums_are_the_sums_own() -> None:
+    # each block's sum is finite, the pieces' total overflows (then inf - inf): a fresh
+    # evaluation's np.sum warns once of each; so must the replay, and a plan recorded on
+    # these values must not carry their warnings to values that raise none (found by a
+    # review: the additions were counted under the last step's number, or not at all)
+    text = "sum(a*b+b)"
+    big = np.full(N, 1e305)
+    big[2496:] = -1e305
+    ones = np.ones(N)
+    f = gradcli.compile(text)
+    for inputs in ({"a": ones, "b": ones}, {"a": big, "b": ones}, {"a": ones, "b": ones}):
+        assert_same_bits(f(inputs), gradcli.evaluate(text, inputs), "recorded on ones")
+    g = gradcli.compile(text)
+    for inputs in ({"a": big, "b": ones}, {"a": ones, "b": ones}, {"a": big, "b": ones}):
+        assert_same_bits(g(inputs), gradcli.evaluate(text, inputs), "recorded on overflow")
+    assert gradcli.evaluate(text, {"a": big, "b": ones}).warnings[:2] == [
+        "invalid value encountered in 1 operation",
+        "overflow encountered in 1 operation",
+    ]
+
+
+@pytest.mark.parametrize("text", ["sum(a*b+b)", "sum(a-b*a)", "sum(a*0)", "sum(a/a)"])
+def test_a_sum_of_nans_of_both_signs_is_numpys_nan(text: str) -> None:
+    # which nan a sum gives follows the order NumPy's loop adds in: a nan in one block and
+    # -nan (or inf - inf's) in another gave the other sign when the blocks' sums were
+    # added in Python (found by a review)
+    def signed(k: int) -> dict[str, Any]:
+        a = RNG.normal(size=N)
+        a[3 + k] = np.nan
+        a[N - 1 - k] = -np.nan
+        a[N // 2] = np.inf
+        return {"a": a, "b": RNG.normal(size=N)}
+
+    _check(text, signed)
+
+
+def test_a_nan_norm_clipped_into_every_gradient_is_reported() -> None:
+    # clip_norm with a nan total norm scales every gradient to nan, also those the fused
+    # run found finite as it wrote them (found by a review)
+    text = "sum(a*b+b)"
+
+    def one_nan(k: int) -> dict[str, Any]:
+        a = np.ones(N)
+        a[5 + k] = np.nan
+        return {"a": a, "b": np.ones(N)}
+
+    f = _check(text, one_nan, clip_norm=1.0)
+    assert "non-finite gradient for a, b" in f(one_nan(0), clip_norm=1.0).warnings
+
+
 def test_non_finite_gradients_are_still_reported() -> None:
     text = "sum(a * b + b)"
 

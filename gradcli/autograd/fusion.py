@@ -297,9 +297,16 @@ class Run:
                         parts.append(np.add.reduce(array[lo:hi]))
             if self.total is not None:
                 _, out, made_shape, dtype = self.total
-                values[out] = np.asarray(_combine(sums, self.size, self.block), dtype).reshape(
-                    made_shape
-                )
+                if collector is not None:
+                    collector.step = len(steps)  # the pieces' additions are the sum's own
+                total = _combine(sums, self.size, self.block)
+                if math.isnan(total):
+                    # which nan a sum gives (its sign) follows the order NumPy's compiled
+                    # loop adds in, which Python's additions need not: added whole instead
+                    if collector is not None:
+                        collector.step = -1  # counted already, by the blocks
+                    total = self._whole_sum(values, steps[:total_at])
+                values[out] = np.asarray(total, dtype).reshape(made_shape)
         finally:
             if collector is not None:
                 STATE.errors = errors
@@ -313,6 +320,25 @@ class Run:
                     finite.update(self.claims[r])
         for s, r in self.outs:
             values[s] = whole[r]
+
+    def _whole_sum(self, values: list[Any], before: list[Any]) -> Any:
+        """The run's sum as one NumPy call adds it: forward's steps made again over whole
+        arrays of their own (they write nothing they read: forward has no in-place step),
+        then one ``np.add.reduce`` of the value the sum adds."""
+        size = self.size
+        whole: dict[int, Any] = {}
+        for ufunc, operands_of, _, _, k in before:
+            operands = []
+            for (kind, slot), (_, a, _) in zip(self.steps[k][1], operands_of, strict=True):
+                if kind == SPREAD:
+                    operands.append(as_strided(values[slot], (size,), (0,), writeable=False))
+                elif kind in (LOCAL, MADE):
+                    operands.append(whole[slot])
+                else:
+                    operands.append(a)
+            whole[self.steps[k][2][1]] = ufunc(*operands)
+        (_, added), _, _, _ = self.total  # type: ignore[misc]
+        return np.add.reduce(whole[added])
 
 
 class Quietly:
@@ -405,8 +431,10 @@ def merge(
     made = {s for s, _ in first.outs} | set(first.locals)
     if first.total is not None:
         made.add(first.total[1])
-    if second.shape != first.shape or any(
-        type(step[0]) is Run or made.intersection(step[1]) for step in between
+    if (
+        second.shape != first.shape
+        or first.external  # forward's run writes into an array made before it
+        or any(type(step[0]) is Run or made.intersection(step[1]) for step in between)
     ):
         return forward, backward
     steps, ufuncs, total = first.parts
