@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -104,6 +104,12 @@ class _Recorded:
             if slots[0] in known:
                 finite["output"] = True
         return _Run(value, grads, intermediates, self.reduction, self.overflow, finite)
+
+    def count_constant_errors(self, errors: Any) -> None:
+        """Count, into ``errors``, the floating-point errors of the plan's constants, which
+        a replay does not compute again (as the recording counted them)."""
+        for kind, n in self.constant_errors.items():
+            errors.counts[kind] = errors.counts.get(kind, 0) + n
 
 
 def _own(g: Any, like: np.ndarray, new: bool, taken: set[int]) -> np.ndarray:
@@ -204,9 +210,37 @@ class Plans:
                 k: n - replayed.get(k, 0) for k, n in recorded.items() if n > replayed.get(k, 0)
             }
             self._store(key, entry)
-        for kind, n in entry.constant_errors.items():
-            errors.counts[kind] = errors.counts.get(kind, 0) + n
+        entry.count_constant_errors(errors)
         return run
+
+    def values_replay(
+        self, setup: Setup, seed: int, max_elements: int, errors: Any
+    ) -> Callable[[Mapping[str, np.ndarray]], np.ndarray | None] | None:
+        """For many evaluations of the forward pass alone on values of ``setup``'s shapes
+        (check's finite differences): the plan kept for them, replayed with no key made,
+        no lock taken and no Result built. ``replay(values)`` is the output, raveled in
+        float64, with errors counted as :meth:`run` counts them; None when a replay fails
+        (a fresh evaluation then answers, as :meth:`run`'s caller does). None when no plan
+        is kept for ``setup``."""
+        key = self.key(
+            setup.program.text, (), setup.dtype, seed, max_elements, True, setup.values
+        )  # fmt: skip
+        entry = self.recorded(key)
+        if entry is None:
+            return None
+        names, plan = entry.names, entry.plan
+
+        def replay(values: Mapping[str, np.ndarray]) -> np.ndarray | None:
+            before = dict(errors.counts)
+            try:
+                value = plan.run([values[n] for n in names])[0]
+            except Exception:  # as in run: its errors undone, evaluated afresh
+                _restore(errors, before)
+                return None
+            entry.count_constant_errors(errors)
+            return np.asarray(value).astype(np.float64).ravel()
+
+        return replay
 
     @staticmethod
     def key(

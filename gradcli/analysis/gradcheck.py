@@ -132,7 +132,7 @@ def _numeric_jacobian(
                 run = plans.run(shifted, None, seed, max_elements, fp)
                 if run is not None:
                     results.append(run.value.astype(np.float64).ravel())
-                    replay = _direct(plans, shifted, seed, max_elements, fp)
+                    replay = plans.values_replay(shifted, seed, max_elements, fp)
                     continue
                 leaves = shifted.leaves()
                 out = shifted.program.run(leaves, dtype="float64", seed=seed, retain=False)
@@ -142,36 +142,6 @@ def _numeric_jacobian(
                 results.append(_flat_gradient(shifted, seed, plans, fp, max_elements))
         columns.append((results[0] - results[1]) / (2 * eps))
     return _stacked(columns)
-
-
-def _direct(plans: Plans, setup: Setup, seed: int, max_elements: int, fp: Any) -> Any:
-    """For the passes of one input's differences: the plan ``plans`` keeps for ``setup``
-    (values of these shapes), replayed with no key made, no lock taken and no Result
-    built: ``replay(values)`` is the output, raveled in float64, with the errors of the
-    plan's constants counted as :meth:`Plans.run` counts them; None when there is no plan
-    or a replay fails (a fresh evaluation then answers, as Plans.run's caller does)."""
-    key = plans.key(
-        setup.program.text, (), setup.dtype, seed, max_elements, True, setup.values
-    )  # fmt: skip
-    entry = plans.recorded(key)
-    if entry is None:
-        return None
-    names, plan, constant = entry.names, entry.plan, entry.constant_errors
-    counts = fp.counts
-
-    def replay(values: dict[str, np.ndarray]) -> np.ndarray | None:
-        before = dict(counts)
-        try:
-            value = plan.run([values[n] for n in names])[0]
-        except Exception:  # a replay that fails: evaluated afresh, its errors undone
-            counts.clear()
-            counts.update(before)
-            return None
-        for kind, n in constant.items():
-            counts[kind] = counts.get(kind, 0) + n
-        return np.asarray(value).astype(np.float64).ravel()
-
-    return replay
 
 
 def _stacked(columns: list[np.ndarray]) -> np.ndarray:
