@@ -21,7 +21,7 @@ from test_compiled import CASES, _other, assert_same_bits
 
 import gradcli
 from gradcli.autograd import fusion, replay
-from gradcli.autograd.fusion import Run, _combine, _halves
+from gradcli.autograd.fusion import Run, _combine, _tree
 from gradcli.autograd.state import floating_errors
 from gradcli.compiled import _Recorded
 
@@ -104,11 +104,12 @@ def test_the_sum_a_run_ends_in_is_numpys_pairwise_sum_to_the_bit() -> None:
         # terms of wildly different sizes: any other order of additions shows in the bits
         a = rng.standard_normal(n) * np.exp(rng.standard_normal(n) * 6)
         for block in (128, 1000, 1 << 14):
-            pieces = _halves(n, block)
+            tree = _tree(n, block)
+            pieces = [node for node in tree if node is not None]
             assert pieces[0][0] == 0 and pieces[-1][1] == n
             assert all(p[1] == q[0] for p, q in itertools.pairwise(pieces))
             assert all(hi - lo <= block for lo, hi in pieces)
-            total = _combine([np.add.reduce(a[lo:hi]) for lo, hi in pieces], n, block)
+            total = _combine([np.add.reduce(a[lo:hi]) for lo, hi in pieces], tree)
             assert total == np.add.reduce(a), (n, block)
             # a matrix's sum of all elements adds its memory in the same order
             if n % 8 == 0 and n > 8:

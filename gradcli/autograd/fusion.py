@@ -18,7 +18,7 @@ A run may end in the sum of all the elements of a value it makes (``sum(a*b+b)``
 adds a contiguous array pairwise, halving it (at a multiple of 8) down to pieces of at
 most 128 elements, so the blocks are taken where those halvings fall, each block is added
 by NumPy as the whole array's call would add that piece, and the blocks' sums are added
-up the same tree: the bits of the one call (:func:`_halves`). Only runs of exactly rounded
+up the same tree: the bits of the one call (:func:`_tree`). Only runs of exactly rounded
 arithmetic (``+ - * /``) end in a sum, in float64.
 
 Forward's last run and backward's first become one run (:func:`merge`) when nothing between
@@ -109,8 +109,8 @@ def _elementwise(step: Sequence[Any], values: Sequence[Any]) -> tuple[Any, bool]
 class Run:
     """Consecutive elementwise steps replayed block by block (see the module's text)."""
 
-    __slots__ = ("block", "bounds", "claims", "dead", "external", "locals", "made", "outs",
-                 "parts", "reads", "shape", "size", "split", "steps", "total",
+    __slots__ = ("bounds", "claims", "dead", "external", "locals", "made", "outs",
+                 "parts", "reads", "shape", "size", "split", "steps", "total", "tree",
                  "unfused")  # fmt: skip
 
     def __init__(
@@ -189,11 +189,12 @@ class Run:
             self.total = ((kinds[added], added), total[2], made.shape, made.dtype)
             if total[2] in reads:
                 raise ValueError("a step of the run reads its sum")  # merge() tests it
-        #: the blocks, as (start, end): where the sum's halvings fall, or BLOCK apart
-        self.block = block = BLOCK
+        #: how the sum adds its pieces (see _tree), made once here for every replay
+        self.tree = _tree(self.size, BLOCK) if total is not None else []
+        #: the blocks, as (start, end): the sum's pieces, or BLOCK apart
         self.bounds = (
-            _halves(self.size, block) if total is not None
-            else [(lo, min(lo + block, self.size)) for lo in range(0, self.size, block)]
+            [node for node in self.tree if node is not None] if total is not None
+            else [(lo, min(lo + BLOCK, self.size)) for lo in range(0, self.size, BLOCK)]
         )  # fmt: skip
         self.reads = tuple(reads)
         #: the slots the run makes, and the array each ends up in (for values)
@@ -299,7 +300,7 @@ class Run:
                 _, out, made_shape, dtype = self.total
                 if collector is not None:
                     collector.step = len(steps)  # the pieces' additions are the sum's own
-                total = _combine(sums, self.size, self.block)
+                total = _combine(sums, self.tree)
                 if math.isnan(total):
                     # which nan a sum gives (its sign) follows the order NumPy's compiled
                     # loop adds in, which Python's additions need not: added whole instead
@@ -495,44 +496,33 @@ def _adds_all(
     return any(s[2] == slots[0] for s in run) and all(u in _EXACT for u, _ in ufuncs)
 
 
-def _halves(n: int, block: int) -> list[tuple[int, int]]:
-    """The pieces NumPy's pairwise sum of ``n`` elements halves them into, halving no
-    piece of at most ``block`` elements further (``block`` >= 128), in order."""
-    pieces = []
-    todo = [(0, n)]
+def _tree(n: int, block: int) -> list[tuple[int, int] | None]:
+    """How NumPy's pairwise sum of ``n`` elements adds them, down to pieces of at most
+    ``block`` elements (``block`` >= 128, so no piece is cut below NumPy's own), in the
+    order the additions need them: a piece ``(start, end)``, or None for the sum of the two
+    nodes before it (left + right). The pieces come in order along the array."""
+    order: list[tuple[int, int] | None] = []
+    todo = [(0, n, False)]
     while todo:
-        lo, m = todo.pop()
+        lo, m, halved = todo.pop()
         if m <= block:
-            pieces.append((lo, lo + m))
-            continue
-        half = m // 2
-        half -= half % 8
-        todo.append((lo + half, m - half))  # the right half after the left
-        todo.append((lo, half))
-    return pieces
+            order.append((lo, lo + m))
+        elif halved:
+            order.append(None)
+        else:
+            half = m // 2
+            half -= half % 8
+            todo += [(lo, m, True), (lo + half, m - half, False), (lo, half, False)]
+    return order
 
 
-def _combine(sums: list[Any], n: int, block: int) -> Any:
-    """The pieces' sums (in order) added up the tree :func:`_halves` cut them from, as
-    NumPy adds the halves of a pairwise sum: left + right at every level."""
-    # the tree's nodes, children before their parent: True for a piece, False for the
-    # sum of the two nodes before it
-    order: list[bool] = []
-    todo = [(n, False)]
-    while todo:
-        m, halved = todo.pop()
-        if m <= block or halved:
-            order.append(m <= block)
-            continue
-        half = m // 2
-        half -= half % 8
-        todo.append((m, True))
-        todo.append((m - half, False))
-        todo.append((half, False))
+def _combine(sums: list[Any], tree: list[tuple[int, int] | None]) -> Any:
+    """The pieces' sums (in order) added up ``tree`` (:func:`_tree`), as NumPy adds the
+    halves of a pairwise sum."""
     stack: list[Any] = []
     pieces = iter(sums)
-    for piece in order:
-        if piece:
+    for node in tree:
+        if node is not None:
             stack.append(next(pieces))
         else:
             right = stack.pop()
