@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,64 @@ import typer
 from . import i18n, options, streams
 from .i18n import msg
 from .reporting import _click_error
+
+
+class _Commands(MutableMapping[str, Any]):
+    """A group's commands by name, each made into a click command by typer when it is first
+    looked up. Typer makes every command of an app at every start, reading each function's
+    signature and type hints (13 ms for gradcli's); one run needs one command, ``--help``
+    and completion all of them."""
+
+    __slots__ = ("_made", "_registered", "_settings")
+
+    def __init__(self, registered: list[Any], settings: dict[str, Any]) -> None:
+        self._registered = {
+            info.name or typer.main.get_command_name(info.callback.__name__): info
+            for info in registered
+        }
+        self._made: dict[str, Any] = {}
+        self._settings = settings
+
+    def __getitem__(self, name: str) -> Any:
+        command = self._made.get(name)
+        if command is None:
+            info = self._registered[name]  # KeyError: no such command
+            command = typer.main.get_command_from_info(info, **self._settings)
+            self._made[name] = command
+        return command
+
+    def __setitem__(self, name: str, command: Any) -> None:
+        self._registered.pop(name, None)
+        self._made[name] = command
+
+    def __delitem__(self, name: str) -> None:
+        if self._made.pop(name, None) is None:
+            del self._registered[name]
+        else:
+            self._registered.pop(name, None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter({**dict.fromkeys(self._registered), **dict.fromkeys(self._made)})
+
+    def __len__(self) -> int:
+        return len(self._registered.keys() | self._made.keys())
+
+
+def click_group(app: typer.Typer) -> Any:
+    """``app`` as the click group that ``app()`` would run, with its commands made when
+    they are first looked up (:class:`_Commands`) instead of all at every start."""
+    registered = app.registered_commands
+    app.registered_commands = []
+    try:
+        group: Any = typer.main.get_command(app)
+    finally:
+        app.registered_commands = registered
+    settings = {
+        "pretty_exceptions_short": app.pretty_exceptions_short,
+        "rich_markup_mode": app.rich_markup_mode,
+    }
+    group.commands = _Commands(registered, settings)
+    return group
 
 
 class _Group(typer.core.TyperGroup):
@@ -125,8 +184,8 @@ def _expressions_as_arguments(args: list[str], group: Any = None) -> list[str]:
     if group is None:
         from .cli import app
 
-        group = typer.main.get_command(app)
-    command = getattr(group, "commands", {}).get(args[i])
+        group = click_group(app)
+    command = group.get_command(None, args[i])
     if command is None:
         return args
     takes_value: dict[str, bool] = {"-h": False, "--help": False}

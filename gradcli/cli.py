@@ -464,7 +464,7 @@ def main(argv: list[str] | None = None) -> None:
 
         given = ["repl"] if on_a_terminal() else given
     try:
-        app(args=given, prog_name="gradcli")
+        arguments.click_group(app).main(args=given, prog_name="gradcli")
     finally:
         if argv is None:  # the console script: the process ends now
             gc.freeze()

@@ -241,8 +241,9 @@ class _TerminalConsole(Console):
 
 def make_console(stderr: bool = False) -> Console:
     """A console with rich's colour rules (off when not a terminal, ``NO_COLOR`` honoured)
-    that shows control characters in plain strings escaped."""
-    return _TerminalConsole(stderr=stderr, highlight=False, soft_wrap=False)
+    that shows control characters in plain strings escaped, and ``:name:`` as typed, never
+    as an emoji (it could only come from a user's program or file name)."""
+    return _TerminalConsole(stderr=stderr, highlight=False, soft_wrap=False, emoji=False)
 
 
 def print_functions(functions: Iterable[Any], console: Console) -> None:

@@ -616,3 +616,27 @@ def test_help_and_the_cli_modules_load_without_numpy():
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_commands_are_made_when_first_looked_up():
+    # start-up time: typer reads every command's signature when it makes the click group;
+    # a run makes only the command it runs, --help and typos still see them all
+    code = (
+        "from gradcli import arguments; from gradcli.cli import app; import typer.main; "
+        "g = arguments.click_group(app); eager = typer.main.get_command(app); "
+        "assert list(g.commands) == list(eager.commands), list(g.commands); "
+        "assert g.commands._made == {}; "
+        "cmd = g.get_command(None, 'eval'); assert list(g.commands._made) == ['eval']; "
+        "assert [p.name for p in cmd.params] == [p.name for p in eager.commands['eval'].params]; "
+        "assert g.get_command(None, 'eval') is cmd; assert g.get_command(None, 'evl') is None; "
+        "assert g.list_commands(None) == eager.list_commands(None); "
+        "assert len(g.commands) == len(eager.commands)"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    typo = run("evl", "x", "x=1")
+    assert typo.code == 2
+    assert "No such command 'evl'. Did you mean 'eval'?" in typo.stderr
+    help_text = run("--help").stdout
+    for name in ("eval", "batch", "check", "jacobian", "explain", "repl", "functions"):
+        assert f"\n  {name} " in help_text

@@ -12,6 +12,7 @@ limit, the cast to the dtype) serve the file readers of this package too.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,11 +59,17 @@ def _float_dtype(dtype: DTypeArg) -> np.dtype[Any]:
     return dt
 
 
+def _masked_module() -> Any:
+    """``numpy.ma`` when something has imported it, else None: no masked value can exist
+    before it is, and importing it (5 ms) would slow every command's start."""
+    return sys.modules.get("numpy.ma")
+
+
 def _describe(x: Any) -> str:
     """What a bad JSON item is, in JSON's words (never repr: it may be nested very deeply)."""
     if x is None:
         return "null"
-    if x is np.ma.masked:
+    if _masked_module() is not None and x is np.ma.masked:
         return "masked (numpy.ma.masked)"
     if isinstance(x, (bool, np.bool_)):
         return "true" if x else "false"
@@ -141,11 +148,12 @@ def _check_limit(name: str, shape: Sequence[int], max_elements: int | None) -> N
 def _from_ndarray(
     arr: np.ndarray, name: str, dt: np.dtype[Any], max_elements: int | None, copy: bool = True
 ) -> np.ndarray:
-    if isinstance(arr, np.ma.MaskedArray):
+    ma = _masked_module()
+    if ma is not None and isinstance(arr, ma.MaskedArray):
         # NumPy's asarray() drops a mask without a word, and there is no one right value
         # for a masked element (filled() puts 1e+20 in a float array): the caller chooses.
-        if np.ma.is_masked(arr):
-            count = int(np.ma.count_masked(arr))
+        if ma.is_masked(arr):
+            count = int(ma.count_masked(arr))
             raise InputError(
                 msg(
                     "bad value for {name}: a masked array with {count} masked "
@@ -163,7 +171,7 @@ def _from_ndarray(
                     count=count,
                 )
             )
-        arr = np.ma.getdata(arr)  # nothing is masked: the data is the whole value
+        arr = ma.getdata(arr)  # nothing is masked: the data is the whole value
     if arr.dtype.kind not in "iuf":
         raise InputError(
             msg(
