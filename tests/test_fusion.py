@@ -5,7 +5,8 @@ written. A fused replay must give a fresh evaluation's bits, warnings and notes.
 
 The thresholds are lowered here (blocks of 128 elements, fusion from one element), so that
 arrays of a few thousand elements cross many blocks and the whole function table and the
-random programs of the property tests go through runs.
+random programs of the property tests go through runs; every test runs with the blocks
+replayed in one thread and shared among three.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from gradcli.autograd.state import floating_errors
 from gradcli.compiled import _Recorded
 
 
-@pytest.fixture(autouse=True)
-def small_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture(autouse=True, params=[1, 3], ids=["1 thread", "3 threads"])
+def small_blocks(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
     monkeypatch.setattr(replay, "POOL_MIN", 1)
     monkeypatch.setattr(fusion, "FUSE_MIN", 1)
     monkeypatch.setattr(fusion, "BLOCK", 128)
+    # a run's blocks shared among threads (whatever this machine's processors), or not
+    monkeypatch.setattr(fusion, "THREADS", request.param)
 
 
 def _runs(f: gradcli.Compiled) -> list[Run]:
@@ -304,3 +307,40 @@ def test_borrowed_inputs_give_the_copies_bits_and_stay_as_they_were(
         assert_same_bits(f(arrays), want, f"{text}, call {k}")
     for k, v in arrays.items():
         assert v.tobytes() == kept[k].tobytes(), f"{text}: {k} was written into"
+
+
+def test_a_runs_blocks_are_shared_among_the_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    shared: list[int] = []
+    real = fusion._in_threads
+
+    def spy(fn: Any, shares: list[Any], *args: Any) -> list[Any]:
+        shared.append(len(shares))
+        return real(fn, shares, *args)
+
+    monkeypatch.setattr(fusion, "_in_threads", spy)
+    f = _check("sum(tanh(a) * exp(-b**2))", _vectors)  # 40 blocks: 4 or more a thread
+    if fusion.THREADS == 1:
+        assert shared == []
+    else:
+        assert shared and set(shared) == {fusion.THREADS}, shared
+    assert _runs(f)
+
+
+def test_a_forked_child_replays_with_threads_of_its_own() -> None:
+    # the parent's pool has threads the child does not: the child starts its own
+    import multiprocessing
+
+    f = _check("sum(a*b+b)", _vectors)  # replayed: the pool is started (3 threads)
+    assert fusion.THREADS == 1 or fusion._POOL is not None
+    inputs = _vectors(0)
+    want = gradcli.evaluate("sum(a*b+b)", inputs)
+
+    def child() -> None:
+        assert_same_bits(f(inputs), want, "in a forked child")
+
+    p = multiprocessing.get_context("fork").Process(target=child)
+    p.start()
+    p.join(timeout=120)
+    if p.exitcode is None:  # waiting for threads it does not have
+        p.kill()
+    assert p.exitcode == 0

@@ -26,6 +26,11 @@ them needs what forward's run makes, so that each block of the inputs is read on
 both passes; and a run learns, block by block, which arrays it hands out are all finite,
 so that the result need not read them again.
 
+A run of many blocks is shared among threads, one consecutive share of blocks per
+processor (:func:`_shares`, :func:`_in_threads`): NumPy lets go of the GIL inside a ufunc's
+loop, each thread has block buffers and an error collector of its own, and the blocks'
+sums are added up in block order once all are done, so the bits stay the one thread's.
+
 Only plans that keep a pool of buffers (``gradcli.compile``, ``optimize``, ``check``) fuse,
 and only from :data:`FUSE_MIN` elements: on small arrays the per-block calls would cost
 more than the memory they save. Plans are NumPy's only (docs/engine.md, "Backends"), and
@@ -34,9 +39,12 @@ so is this module.
 
 from __future__ import annotations
 
+import contextvars
 import math
 import operator
-from collections.abc import Sequence
+import os
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +58,20 @@ FUSE_MIN = 1 << 17
 #: elements per block (a multiple of 8, at least 128): a block of each array a run
 #: reads or makes stays in the processor's caches while the run's steps go over it
 BLOCK = 1 << 17
+
+
+def _processors() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+#: the threads a run's blocks are shared among: the processors this process may use
+THREADS = _processors()
+#: blocks per thread at the least: handing a share to a thread costs tens of
+#: microseconds, about what one block's steps take
+SHARE_MIN = 4
 
 # How a step's argument is read in a block:
 FULL = 0  # an array of the run's shape, C-contiguous: its slice (or written in place)
@@ -232,17 +254,17 @@ class Run:
         """Replay the run: what it keeps whole is in ``values`` afterwards; the output
         slots found all finite are added to ``finite``."""
         shape = self.shape
-        block = max(hi - lo for lo, hi in self.bounds)
         whole: dict[int, Any] = {r: values[r] for r in self.external}
         for r, (dtype, key) in self.made.items():
             free = pool.get(key) if key is not None else None
             whole[r] = free.pop() if free else np.empty(shape, dtype)
-        # per slot: what a block slices (a flat view), or takes whole (a number)
+        # per slot: what a block slices (a flat view), or takes whole (a number); the
+        # block buffers are each thread's own (_blocks)
+        block = max(hi - lo for lo, hi in self.bounds)
         src: dict[int, Any] = {r: a.reshape(-1) for r, a in whole.items()}
-        src.update((r, np.empty(block, dtype)) for r, dtype in self.locals.items())
         for _, args, _, _ in self.steps:
             for kind, s in args:
-                if s in src:
+                if s in src or kind == LOCAL:
                     continue
                 v = values[s]
                 if kind == FULL:
@@ -251,6 +273,59 @@ class Run:
                     src[s] = as_strided(v, (block,), (0,), writeable=False)
                 else:
                     src[s] = v
+        errors = STATE.errors
+        counting, checking = errors is not None, finite is not None
+        shares = _shares(self.bounds)
+        if len(shares) == 1:
+            done = [self._blocks(shares[0], src, block, counting, checking)]
+        else:
+            done = _in_threads(self._blocks, shares, src, block, counting, checking)
+        sums = [total for share in done for total in share[0]]
+        seen = set().union(*(share[2] for share in done)) if counting else set()
+        if self.total is not None:
+            _, out, made_shape, dtype = self.total
+            collector = _Collector() if counting else None
+            if collector is not None:
+                collector.step = len(self.steps)  # the pieces' additions are the sum's own
+                STATE.errors = collector
+            try:
+                total = _combine(sums, self.tree)
+                if math.isnan(total):
+                    # which nan a sum gives (its sign) follows the order NumPy's compiled
+                    # loop adds in, which Python's additions need not: added whole instead
+                    if collector is not None:
+                        collector.step = -1  # counted already, by the blocks
+                    total = self._whole_sum(values, src)
+            finally:
+                if collector is not None:
+                    STATE.errors = errors
+                    seen |= collector.seen
+            values[out] = np.asarray(total, dtype).reshape(made_shape)
+        if counting:
+            for step, error, flag in sorted(seen):
+                if step >= 0:
+                    errors._count(error, flag)
+        if finite is not None:
+            for i, r in enumerate(self.claims):
+                if all(math.isfinite(part) for share in done for part in share[1][i]):
+                    finite.update(self.claims[r])
+        for s, r in self.outs:
+            values[s] = whole[r]
+
+    def _blocks(
+        self,
+        bounds: Sequence[tuple[int, int]],
+        shared: dict[int, Any],
+        block: int,
+        counting: bool,
+        checking: bool,
+    ) -> tuple[list[Any], list[list[Any]], set[tuple[int, str, int]]]:
+        """The steps over the blocks ``bounds``, in this thread: the sums of the blocks
+        (when the run ends in one), per claimed array the sums of its blocks (which
+        tell whether it is all finite: when ``checking``), and the errors seen (when
+        ``counting``)."""
+        src = dict(shared)
+        src.update((r, np.empty(block, dtype)) for r, dtype in self.locals.items())
         # per step: the ufunc, per argument (sliced?, the array or number, sliced from
         # the start of a block-long buffer?), the target, whether it is a block buffer, k
         steps = [
@@ -260,8 +335,8 @@ class Run:
         ]  # fmt: skip
         # the sum of the block is taken after forward's steps, before backward's
         total_at = self.split if self.total is not None else -1
+        collector = _Collector() if counting else None
         errors = STATE.errors
-        collector = _Collector() if errors is not None else None
         if collector is not None:
             STATE.errors = collector
         if self.total is not None:
@@ -269,11 +344,11 @@ class Run:
             added, added_head = src[s], kind == LOCAL
             reduce = np.add.reduce
         sums: list[Any] = []
-        checks: list[tuple[int, Any, list[Any]]] = (
-            [(r, src[r], []) for r in self.claims] if finite is not None else []
+        checks: list[tuple[Any, list[Any]]] = (
+            [(src[r], []) for r in self.claims] if checking else []
         )
         try:
-            for lo, hi in self.bounds:
+            for lo, hi in bounds:
                 m = hi - lo
                 for i, (ufunc, operands_of, target, local, k) in enumerate(steps):
                     if i == total_at:
@@ -294,50 +369,29 @@ class Run:
                 if checks:
                     if collector is not None:
                         collector.step = -1  # a check's own errors are not the program's
-                    for _, array, parts in checks:
+                    for array, parts in checks:
                         parts.append(np.add.reduce(array[lo:hi]))
-            if self.total is not None:
-                _, out, made_shape, dtype = self.total
-                if collector is not None:
-                    collector.step = len(steps)  # the pieces' additions are the sum's own
-                total = _combine(sums, self.tree)
-                if math.isnan(total):
-                    # which nan a sum gives (its sign) follows the order NumPy's compiled
-                    # loop adds in, which Python's additions need not: added whole instead
-                    if collector is not None:
-                        collector.step = -1  # counted already, by the blocks
-                    total = self._whole_sum(values, steps[:total_at])
-                values[out] = np.asarray(total, dtype).reshape(made_shape)
         finally:
             if collector is not None:
                 STATE.errors = errors
-        if collector is not None and errors is not None:
-            for step, error, flag in sorted(collector.seen):
-                if step >= 0:
-                    errors._count(error, flag)
-        if finite is not None:
-            for r, _, parts in checks:
-                if all(map(math.isfinite, parts)):
-                    finite.update(self.claims[r])
-        for s, r in self.outs:
-            values[s] = whole[r]
+        return sums, [parts for _, parts in checks], collector.seen if collector else set()
 
-    def _whole_sum(self, values: list[Any], before: list[Any]) -> Any:
+    def _whole_sum(self, values: list[Any], src: dict[int, Any]) -> Any:
         """The run's sum as one NumPy call adds it: forward's steps made again over whole
         arrays of their own (they write nothing they read: forward has no in-place step),
         then one ``np.add.reduce`` of the value the sum adds."""
         size = self.size
         whole: dict[int, Any] = {}
-        for ufunc, operands_of, _, _, k in before:
+        for ufunc, args, (_, target), _ in self.steps[: self.split]:
             operands = []
-            for (kind, slot), (_, a, _) in zip(self.steps[k][1], operands_of, strict=True):
+            for kind, slot in args:
                 if kind == SPREAD:
                     operands.append(as_strided(values[slot], (size,), (0,), writeable=False))
                 elif kind in (LOCAL, MADE):
                     operands.append(whole[slot])
                 else:
-                    operands.append(a)
-            whole[self.steps[k][2][1]] = ufunc(*operands)
+                    operands.append(src[slot])
+            whole[target] = ufunc(*operands)
         (_, added), _, _, _ = self.total  # type: ignore[misc]
         return np.add.reduce(whole[added])
 
@@ -365,6 +419,53 @@ class _Collector:
 
     def _count(self, kind: str, flag: int) -> None:
         self.seen.add((self.step, kind, flag))
+
+
+def _shares(bounds: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
+    """The blocks in consecutive shares, one per thread: as many threads as there are
+    processors and SHARE_MIN blocks for each."""
+    n = max(1, min(THREADS, len(bounds) // SHARE_MIN))
+    return [bounds[i * len(bounds) // n : (i + 1) * len(bounds) // n] for i in range(n)]
+
+
+_POOL: Any = None
+_POOL_PID = 0
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> Any:
+    """The threads that replay runs' shares, started at the first shared run (and again
+    in a forked child, which has none of its parent's threads)."""
+    global _POOL, _POOL_PID
+    with _POOL_LOCK:
+        if _POOL is None or os.getpid() != _POOL_PID:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = ThreadPoolExecutor(max(1, THREADS - 1), thread_name_prefix="gradcli-run")
+            _POOL_PID = os.getpid()
+        return _POOL
+
+
+def _in_threads(fn: Callable[..., Any], shares: list[Any], *args: Any) -> list[Any]:
+    """``fn(share, *args)`` for each share: the first in this thread, the others in the
+    pool's, each in a copy of this thread's context (NumPy's error state is in it, so
+    errors call the same callback); the results in the shares' order. Every share is
+    done when this returns, raising or not: none writes into arrays its caller has let
+    go of."""
+    from concurrent.futures import wait
+
+    pool = _pool()
+    futures = []
+    for share in shares[1:]:
+        try:
+            futures.append(pool.submit(contextvars.copy_context().run, fn, share, *args))
+        except RuntimeError:  # the interpreter is shutting down: the rest in this thread
+            break
+    try:
+        here = [fn(share, *args) for share in (shares[0], *shares[1 + len(futures) :])]
+    finally:
+        wait(futures)
+    return [here[0], *(f.result() for f in futures), *here[1:]]
 
 
 def fuse(
