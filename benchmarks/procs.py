@@ -22,6 +22,8 @@ TORCH_ONE_LINER = (
     "(a * b + b).sum().backward(); print(a.grad, b.grad)"
 )
 IMPORTS_ONE_LINER = "import typer, rich, lark, numpy"
+#: W5's floor (no target): what any command drawing a rich table imports besides those
+TABLE_ONE_LINER = "import typer, rich, lark, numpy, rich.console, rich.table"
 TYPER_ONE_LINER = "import typer"
 
 # W6: the loops a user would write instead of `gradcli batch`: JSON in, grads, JSON out.

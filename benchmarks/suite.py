@@ -336,7 +336,11 @@ def _whole_process(
     py = launcher.python
     shown = "gradcli" if len(gradcli_argv) == 1 else "python -m gradcli"
 
-    short = {"imports": "import typer, rich, lark, numpy", "typer": "import typer"}
+    short = {
+        "imports": "import typer, rich, lark, numpy",
+        "tables": "those and rich's console and table",
+        "typer": "import typer",
+    }
 
     def add(wid: str, stats: dict[str, Any], labels: dict[str, str], want: list[str]) -> None:
         short["torch"] = "the torch one-liner" if wid == "W5" else "the torch loop"
@@ -354,16 +358,19 @@ def _whole_process(
         labels = {
             "gradcli": f'{shown} eval "a*b+b" a=[3,4] b=[5,6]',
             "imports": 'python -c "import typer, rich, lark, numpy"',
+            "tables": f'python -c "{procs.TABLE_ONE_LINER}" (no target: the floor of a '
+            "command that draws a rich table)",
             "torch": "torch one-liner: import torch; a*b+b; backward; print grads",
         }
         cmds = {
             "gradcli": [*gradcli_argv, "eval", "a*b+b", "a=[3,4]", "b=[5,6]"],
             "imports": [py, "-c", procs.IMPORTS_ONE_LINER],
+            "tables": [py, "-c", procs.TABLE_ONE_LINER],
         }
         if torch_python:
             cmds["torch"] = [torch_python, "-c", procs.TORCH_ONE_LINER]
         stats = procs.time_launches(cmds, env, plan.launches, plan.launch_warmup)
-        add("W5", stats, labels, ["gradcli", "imports", "torch"])
+        add("W5", stats, labels, ["gradcli", "imports", "tables", "torch"])
     if "W5b" in ids:
         labels = {"gradcli": f"{shown} --help", "typer": 'python -c "import typer"'}
         cmds = {"gradcli": [*gradcli_argv, "--help"], "typer": [py, "-c", procs.TYPER_ONE_LINER]}
