@@ -315,6 +315,20 @@ POOL_WORKS = (
 )
 
 
+def _unchanging(v: Any) -> bool:
+    """Whether ``v`` is a value no step and no caller can write into: a number, None, or an
+    array that cannot be written whose bases cannot be either."""
+    if v is None or type(v) in (float, int, bool, complex) or isinstance(v, np.generic):
+        return True
+    while type(v) is np.ndarray:
+        if v.flags.writeable:
+            return False
+        v = v.base
+        if v is None:
+            return True
+    return False
+
+
 def _pool_key(v: Any) -> tuple[Any, ...] | None:
     """What a buffer must share with a step's output to be written into by it: shape,
     dtype and memory order (a sum adds in memory order, so an F-ordered result written
@@ -369,7 +383,14 @@ class Plan:
         self, rec: Recorder, outputs: list[int | None], n_forward: int, pool: bool = False
     ) -> None:
         self.n_inputs = rec.n_inputs
-        steps = rec.steps
+        # a backward step that reads no value of the inputs' (sum's gradient, a view of the
+        # constant one) makes the same value on every replay: kept as a constant instead,
+        # when nothing can change it (_unchanging)
+        steps = rec.steps[:n_forward] + [
+            step
+            for step in rec.steps[n_forward:]
+            if step[2] in rec.derived or not _unchanging(rec.values[step[2]])
+        ]
         made = {out for _, _, out in steps}
         #: per output: whether a step makes it anew on every replay (else it is an input
         #: or a constant of the plan, which the caller must not be handed to write into)
