@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import IO, Any
+
+import numpy as np
 
 from .api import Result, as_gradcli_error, evaluate, request_id, request_kwargs
 from .autograd.backend import NUMPY
@@ -269,6 +272,9 @@ _LANE_FIELDS = frozenset(("id", "expr", "inputs"))
 _LANE_PROGRAMS, _LANE_SHAPES = 256, 16
 #: the lane's entry for shapes whose plan it cannot answer from (bindings, a constant output)
 _NOT_HERE = object()
+#: the types of the items of a flat list the lane makes an array of itself (bool is not
+#: one: ``type(True)`` is bool), as :func:`value_from_json` makes it
+_NUMBER_TYPES = frozenset((float, int))
 
 
 class _Lane:
@@ -282,7 +288,9 @@ class _Lane:
     general way's, ``dumps(evaluate(...).to_json())``, byte for byte, with the same
     gradients for ``--accumulate`` (the tests compare the two on every kind of request).
     Any other request, and any failure, is left to the general way (``answer`` is None),
-    which answers or reports it as it always does."""
+    which answers or reports it as it always does. Its callers (:func:`run_batch`, the
+    workers of ``--jobs`` and ``--scheduler``) have NumPy's floating-point reports off for
+    the whole stream, so its replays do not turn them off again."""
 
     def __init__(self, plans: Plans, max_elements: int) -> None:
         self.plans = plans
@@ -302,26 +310,22 @@ class _Lane:
 
     def answer(self, request: Any) -> tuple[str, dict[str, Any]] | None:
         """The response and the gradients, or None: the general way answers."""
-        if type(request) is not dict or not request.keys() <= _LANE_FIELDS:
+        if type(request) is not dict:
             return None
         expr, inputs = request.get("expr"), request.get("inputs")
-        if type(expr) is not str or type(inputs) is not dict:
+        if type(expr) is not str or type(inputs) is not dict or not request.keys() <= _LANE_FIELDS:
             return None
-        names = tuple(inputs)
-        by_shapes = self.known.get((expr, names))
+        by_shapes = self.known.get((expr, tuple(inputs)))
         if by_shapes is None:
             return None
-        try:
-            values = {
-                n: value_from_json(v, name=n, max_elements=self.max_elements)
-                for n, v in inputs.items()
-            }
-        except Exception:  # the general way says what is wrong
-            return None
-        shapes = tuple(v.shape for v in values.values())
+        arrays = self._arrays(inputs)
+        if arrays is None:
+            return None  # the general way says what is wrong
+        shapes = tuple(v.shape for v in arrays)
         answer = by_shapes.get(shapes)
         if answer is None:
-            key = Plans.key(expr, names, "float64", 0, self.max_elements, True, values)
+            values = dict(zip(inputs, arrays, strict=True))
+            key = Plans.key(expr, tuple(inputs), "float64", 0, self.max_elements, True, values)
             recorded = self.plans.recorded(key)
             if recorded is None:
                 return None  # not recorded yet: the general way records it
@@ -331,24 +335,71 @@ class _Lane:
         if answer is _NOT_HERE:
             return None
         try:
-            return answer.write(request.get("id"), values)
+            return answer.write(request.get("id"), arrays)
         except Exception:  # a matrix singular for these values ...: reported the general way
             return None
+
+    def _arrays(self, inputs: dict[str, Any]) -> list[Any] | None:
+        """The inputs' arrays, as :func:`value_from_json` makes them; None if one is bad.
+        A flat list of numbers is made here, as value_from_json makes it, without the
+        calls around that (the dtype's check, the limit's), a third of its time."""
+        arrays = []
+        limit = self.max_elements
+        for name, value in inputs.items():
+            array = None
+            if (
+                type(value) is list
+                and 0 < len(value) <= limit
+                and set(map(type, value)) <= _NUMBER_TYPES
+            ):
+                try:
+                    array = _array(value, _FLOAT64)
+                except OverflowError:  # an int beyond float64: value_from_json makes +-inf
+                    array = None
+            if array is None:
+                try:
+                    array = value_from_json(value, name=name, max_elements=limit)
+                except Exception:
+                    return None
+            arrays.append(array)
+        return arrays
+
+
+_array = np.array
+_FLOAT64 = np.dtype(np.float64)
+#: arrays of at most this many elements are written by the response's format (_Answer)
+_FORMAT_MAX = 64
 
 
 class _Answer:
     """A response of one plan written from its arrays: the parts that do not change from
     one request to the next made once (with :func:`dumps`, as the general way writes them),
-    the numbers of each request encoded as the general way encodes them."""
+    the numbers of each request encoded as the general way encodes them.
 
-    __slots__ = ("head", "names", "recorded", "tail", "values")
+    When every array of the response is a number or a short flat list, the whole response
+    is one format made once, ``'{"id":%s,"expr":...,"value":[%r,%r,%r],...'``, filled with
+    the request's floats: ``%r`` of a float is how json writes it, and a sum of them that
+    is finite says that every one is (json writes the others as strings: those responses
+    are written array by array, as :func:`numbers_text` does)."""
 
-    def __init__(self, recorded: _Recorded, head: str, names: list[str], values: list[str]):
+    __slots__ = ("format", "head", "names", "recorded", "shapes", "tail", "values")
+
+    def __init__(
+        self,
+        recorded: _Recorded,
+        head: str,
+        names: list[str],
+        values: list[str],
+        format: str | None,
+        shapes: list[tuple[int, ...]],
+    ):
         self.recorded = recorded
         self.head = head  # from "expr" to the output's value
         self.names = names
         self.values = values  # per input: from its name to its value
         self.tail = '},"intermediates":{},"clip":null}'
+        self.format = format  # the whole response after the id, or None
+        self.shapes = shapes  # the output's, then each input's and its gradient's
 
     @classmethod
     def make(cls, recorded: _Recorded, expr: str, values: dict[str, Any]) -> Any:
@@ -365,14 +416,25 @@ class _Answer:
         out = recorded.out_shape
         head = f',"expr":{dumps(expr)},"output":{{"shape":{dumps(list(out))},"value":'
         parts = [f'{dumps(n)}:{{"shape":{dumps(list(v.shape))},"value":' for n, v in values.items()]
-        return cls(recorded, head, list(values), parts)
-
-    def write(self, id: Any, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        recorded = self.recorded
-        arrays = list(values.values())
-        outs = recorded.plan.run(arrays)
-        encode = numbers_text
         reduction = "null" if recorded.reduction is None else dumps(recorded.reduction)
+        shapes = [out]
+        for v in values.values():
+            shapes += [v.shape, v.shape]
+        format = None
+        if all(len(s) <= 1 and math.prod(s) <= _FORMAT_MAX for s in shapes) and all(
+            s is not None for s in recorded.plan.outputs
+        ):
+            f = _numbers_format
+            pieces = [_text(head), f(out), '},"reduction":', _text(reduction), ',"inputs":{']
+            for k, v in enumerate(values.values()):
+                pieces += ["," if k else "", _text(parts[k]), f(v.shape)]
+                pieces += [',"requires_grad":true,"grad":', f(v.shape), "}"]
+            format = '{"id":%s' + "".join(pieces) + '},"intermediates":{},"clip":null}'
+        return cls(recorded, head, list(values), parts, format, shapes)
+
+    def write(self, id: Any, arrays: list[Any]) -> tuple[str, dict[str, Any]]:
+        recorded = self.recorded
+        outs = recorded.plan.run(arrays, quiet=True)
         if type(id) is int or id is None:
             id_text = "null" if id is None else repr(id)
         else:
@@ -381,6 +443,12 @@ class _Answer:
             if not _plain_text(id if type(id) is str else json.dumps(id, ensure_ascii=False)):
                 raise ValueError("written in ASCII by the general way")
             id_text = dumps(id)
+        if self.format is not None:
+            text = self._formatted(id_text, outs, arrays)
+            if text is not None:
+                return text, dict(zip(self.names, outs[1:], strict=True))
+        encode = numbers_text
+        reduction = "null" if recorded.reduction is None else dumps(recorded.reduction)
         parts = ['{"id":', id_text, self.head, encode(outs[0]),
                  '},"reduction":', reduction, ',"inputs":{']  # fmt: skip
         grads: dict[str, Any] = {}
@@ -395,6 +463,38 @@ class _Answer:
             ]  # fmt: skip
         parts.append(self.tail)
         return "".join(parts), grads
+
+    def _formatted(self, id_text: str, outs: list[Any], arrays: list[Any]) -> str | None:
+        """The response by the format, or None when an array is not a float64 array of its
+        shape or a number is not finite."""
+        items = [outs[0]]
+        for k, v in enumerate(arrays):
+            items += (v, outs[1 + k])
+        numbers: list[Any] = [id_text]
+        for x, shape in zip(items, self.shapes, strict=True):
+            if type(x) is not _ndarray or x.dtype is not _FLOAT64 or x.shape != shape:
+                return None
+            if shape:
+                numbers += x.tolist()
+            else:
+                numbers.append(x.tolist())
+        total = sum(numbers[1:])
+        if total - total != 0.0:  # an inf or a nan among them (or a sum beyond float64)
+            return None
+        return self.format % tuple(numbers)  # type: ignore[operator]
+
+
+_ndarray = np.ndarray
+
+
+def _text(text: str) -> str:
+    """``text`` in a format, as it is."""
+    return text.replace("%", "%%")
+
+
+def _numbers_format(shape: tuple[int, ...]) -> str:
+    """The format of an array's numbers: ``%r`` for a number, ``[%r,...]`` for a list."""
+    return "%r" if not shape else "[" + ",".join(["%r"] * shape[0]) + "]"
 
 
 def _plain_text(*texts: str) -> bool:
