@@ -399,7 +399,7 @@ class _Answer:
         self.values = values  # per input: from its name to its value
         self.tail = '},"intermediates":{},"clip":null}'
         self.format = format  # the whole response after the id, or None
-        self.shapes = shapes  # the output's, then each input's and its gradient's
+        self.shapes = shapes  # of the plan's outputs: the output, each input's gradient
 
     @classmethod
     def make(cls, recorded: _Recorded, expr: str, values: dict[str, Any]) -> Any:
@@ -417,9 +417,7 @@ class _Answer:
         head = f',"expr":{dumps(expr)},"output":{{"shape":{dumps(list(out))},"value":'
         parts = [f'{dumps(n)}:{{"shape":{dumps(list(v.shape))},"value":' for n, v in values.items()]
         reduction = "null" if recorded.reduction is None else dumps(recorded.reduction)
-        shapes = [out]
-        for v in values.values():
-            shapes += [v.shape, v.shape]
+        shapes = [out, *(v.shape for v in values.values())]
         format = None
         if all(len(s) <= 1 and math.prod(s) <= _FORMAT_MAX for s in shapes) and all(
             s is not None for s in recorded.plan.outputs
@@ -465,19 +463,23 @@ class _Answer:
         return "".join(parts), grads
 
     def _formatted(self, id_text: str, outs: list[Any], arrays: list[Any]) -> str | None:
-        """The response by the format, or None when an array is not a float64 array of its
-        shape or a number is not finite."""
-        items = [outs[0]]
-        for k, v in enumerate(arrays):
-            items += (v, outs[1 + k])
-        numbers: list[Any] = [id_text]
-        for x, shape in zip(items, self.shapes, strict=True):
+        """The response by the format, or None when an output is not a float64 array of
+        its shape or a number is not finite. (The inputs are: the lane made them so.)"""
+        for x, shape in zip(outs, self.shapes, strict=True):
             if type(x) is not _ndarray or x.dtype is not _FLOAT64 or x.shape != shape:
                 return None
-            if shape:
-                numbers += x.tolist()
+        numbers: list[Any] = [id_text]
+        value = outs[0].tolist()
+        if self.shapes[0]:
+            numbers += value
+        else:
+            numbers.append(value)
+        for v, g in zip(arrays, outs[1:], strict=True):
+            if v.ndim:
+                numbers += v.tolist()
+                numbers += g.tolist()
             else:
-                numbers.append(x.tolist())
+                numbers += (v.tolist(), g.tolist())
         total = sum(numbers[1:])
         if total - total != 0.0:  # an inf or a nan among them (or a sum beyond float64)
             return None
