@@ -142,7 +142,7 @@ def run_batch(
                 # input shapes (when it comes a second time) and replayed after
                 # (gradcli.compiled), with the numbers of a fresh evaluation; a program
                 # seen once costs no recording
-                lane = _Lane(Plans(first=False), max_elements)
+                lane = _Lane(Plans(first=False), max_elements, grads=accumulate)
                 add = (lambda number, grads: _accumulate(totals, grads)) if accumulate else None
                 lines = read_lines(stream, max_line_bytes, None if held is None else held.write)
                 ok, failed = _answer_all(
@@ -309,6 +309,7 @@ def _answer_all(
         if raw is not None and not raw.strip():
             continue  # blank lines are allowed between requests
         request: Any = None
+        grads: Any
         try:
             if raw is None:
                 raise LimitError(
@@ -395,9 +396,10 @@ class _Lane:
     workers of ``--jobs`` and ``--scheduler``) have NumPy's floating-point reports off for
     the whole stream, so its replays do not turn them off again."""
 
-    def __init__(self, plans: Plans, max_elements: int) -> None:
+    def __init__(self, plans: Plans, max_elements: int, grads: bool = True) -> None:
         self.plans = plans
         self.max_elements = max_elements
+        self.grads = grads  # whether an answer carries its gradients (else None)
         #: (program, input names) -> {input shapes: _Answer or _NOT_HERE}
         self.known: dict[tuple[str, tuple[str, ...]], dict[Any, Any]] = {}
 
@@ -411,42 +413,25 @@ class _Lane:
         ):
             self.known.setdefault((result.expr, names), {})
 
-    def answer(self, request: Any) -> tuple[str, dict[str, Any]] | None:
-        """The response and the gradients, or None: the general way answers."""
+    def answer(self, request: Any) -> tuple[str, dict[str, Any] | None] | None:
+        """The response and the gradients (None if not asked for), or None: the general
+        way answers."""
         if type(request) is not dict:
             return None
         expr, inputs = request.get("expr"), request.get("inputs")
-        if type(expr) is not str or type(inputs) is not dict or not request.keys() <= _LANE_FIELDS:
+        if type(expr) is not str or type(inputs) is not dict:
+            return None
+        # expr and inputs are there: only id may be too (request.keys() <= _LANE_FIELDS)
+        if len(request) != 2 and (len(request) != 3 or "id" not in request):
             return None
         by_shapes = self.known.get((expr, tuple(inputs)))
         if by_shapes is None:
             return None
-        arrays = self._arrays(inputs)
-        if arrays is None:
-            return None  # the general way says what is wrong
-        shapes = tuple(v.shape for v in arrays)
-        answer = by_shapes.get(shapes)
-        if answer is None:
-            values = dict(zip(inputs, arrays, strict=True))
-            key = Plans.key(expr, tuple(inputs), "float64", 0, self.max_elements, True, values)
-            recorded = self.plans.recorded(key)
-            if recorded is None:
-                return None  # not recorded yet: the general way records it
-            if len(by_shapes) >= _LANE_SHAPES:
-                by_shapes.clear()
-            answer = by_shapes[shapes] = _Answer.make(recorded, expr, values)
-        if answer is _NOT_HERE:
-            return None
-        try:
-            return answer.write(request.get("id"), arrays)
-        except Exception:  # a matrix singular for these values ...: reported the general way
-            return None
-
-    def _arrays(self, inputs: dict[str, Any]) -> list[Any] | None:
-        """The inputs' arrays, as :func:`value_from_json` makes them; None if one is bad.
-        A flat list of numbers is made here, as value_from_json makes it, without the
-        calls around that (the dtype's check, the limit's), a third of its time."""
+        # the inputs' arrays, as value_from_json makes them: a flat list of numbers is made
+        # here as value_from_json makes it, without the calls around that (the dtype's
+        # check, the limit's), a third of its time
         arrays = []
+        shapes = []
         limit = self.max_elements
         for name, value in inputs.items():
             array = None
@@ -462,10 +447,26 @@ class _Lane:
             if array is None:
                 try:
                     array = value_from_json(value, name=name, max_elements=limit)
-                except Exception:
+                except Exception:  # the general way says what is wrong
                     return None
             arrays.append(array)
-        return arrays
+            shapes.append(array.shape)
+        answer = by_shapes.get(tuple(shapes))
+        if answer is None:
+            values = dict(zip(inputs, arrays, strict=True))
+            key = Plans.key(expr, tuple(inputs), "float64", 0, limit, True, values)
+            recorded = self.plans.recorded(key)
+            if recorded is None:
+                return None  # not recorded yet: the general way records it
+            if len(by_shapes) >= _LANE_SHAPES:
+                by_shapes.clear()
+            answer = by_shapes[tuple(shapes)] = _Answer.make(recorded, expr, values)
+        if answer is _NOT_HERE:
+            return None
+        try:
+            return answer.write(request.get("id"), arrays, self.grads)
+        except Exception:  # a matrix singular for these values ...: reported the general way
+            return None
 
 
 _array = np.array
@@ -533,7 +534,9 @@ class _Answer:
             format = '{"id":%s' + "".join(pieces) + '},"intermediates":{},"clip":null}'
         return cls(recorded, head, list(values), parts, format, shapes)
 
-    def write(self, id: Any, arrays: list[Any]) -> tuple[str, dict[str, Any]]:
+    def write(
+        self, id: Any, arrays: list[Any], with_grads: bool = True
+    ) -> tuple[str, dict[str, Any] | None]:
         recorded = self.recorded
         outs = recorded.plan.run(arrays, quiet=True)
         if type(id) is int or id is None:
@@ -547,12 +550,13 @@ class _Answer:
         if self.format is not None:
             text = self._formatted(id_text, outs, arrays)
             if text is not None:
-                return text, dict(zip(self.names, outs[1:], strict=True))
+                grads = dict(zip(self.names, outs[1:], strict=True)) if with_grads else None
+                return text, grads
         encode = numbers_text
         reduction = "null" if recorded.reduction is None else dumps(recorded.reduction)
         parts = ['{"id":', id_text, self.head, encode(outs[0]),
                  '},"reduction":', reduction, ',"inputs":{']  # fmt: skip
-        grads: dict[str, Any] = {}
+        grads = {}
         for k, name in enumerate(self.names):
             v, g = arrays[k], outs[1 + k]
             if g is None:
@@ -566,27 +570,24 @@ class _Answer:
         return "".join(parts), grads
 
     def _formatted(self, id_text: str, outs: list[Any], arrays: list[Any]) -> str | None:
-        """The response by the format, or None when an output is not a float64 array of
-        its shape or a number is not finite. (The inputs are: the lane made them so.)"""
+        """The response by the format, or None when an output is not of float64 and its
+        shape or a number is not finite. (The inputs are: the lane made them so.)"""
         for x, shape in zip(outs, self.shapes, strict=True):
-            if type(x) is not _ndarray or x.dtype is not _FLOAT64 or x.shape != shape:
+            if x.dtype is not _FLOAT64 or x.shape != shape:
                 return None
-        numbers: list[Any] = [id_text]
         value = outs[0].tolist()
-        if self.shapes[0]:
-            numbers += value
-        else:
-            numbers.append(value)
+        numbers: list[Any] = value if self.shapes[0] else [value]
         for v, g in zip(arrays, outs[1:], strict=True):
             if v.ndim:
                 numbers += v.tolist()
                 numbers += g.tolist()
             else:
-                numbers += (v.tolist(), g.tolist())
-        total = sum(numbers[1:])
+                numbers.append(v.tolist())
+                numbers.append(g.tolist())
+        total = sum(numbers)
         if total - total != 0.0:  # an inf or a nan among them (or a sum beyond float64)
             return None
-        return self.format % tuple(numbers)  # type: ignore[operator]
+        return self.format % (id_text, *numbers)  # type: ignore[operator]
 
 
 _ndarray = np.ndarray
