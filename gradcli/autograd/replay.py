@@ -394,9 +394,11 @@ def _sum_all(redo: Any, x: Any, made: Any) -> Any:
         and type(made) is np.ndarray
         and made.ndim == 0
         and made.dtype == x.dtype
-        and _same_bits(_add_all(x), made)
     ):
-        return _add_all
+        with NUMPY.quiet():  # a check, not the evaluation: its errors are not counted
+            again = _add_all(x)
+        if _same_bits(again, made):
+            return _add_all
     return redo
 
 
