@@ -14,11 +14,17 @@ Several files are one stream (:func:`open_files`).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import math
+import operator
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from time import monotonic as _monotonic
 from typing import IO, Any
+
+import numpy as np
 
 from .api import Result, as_gradcli_error, evaluate, request_id, request_kwargs
 from .autograd.backend import NUMPY
@@ -28,25 +34,71 @@ from .i18n import msg
 from .io import dumps, json_array, numbers_text, parse_json_text, value_from_json
 from .language import DEFAULT_MAX_PROGRAM_CHARS
 
+#: bytes asked of the stream at a time by :func:`read_lines`
+READ_CHUNK = 1 << 16
 
-def read_lines(stream: IO[bytes], max_line_bytes: int) -> Iterator[tuple[int, bytes | None, int]]:
-    """``(line number, bytes or None when too long, bytes consumed)`` for each line."""
+
+def read_lines(
+    stream: IO[bytes], max_line_bytes: int, before_read: Callable[[], None] | None = None
+) -> Iterator[tuple[int, bytes | None, int]]:
+    """``(line number, bytes or None when too long, bytes consumed)`` for each line.
+
+    The stream is read a chunk at a time, of what it has (``read1``), and the lines are cut
+    out of the chunks here: ``before_read()`` is called before each read, that is whenever
+    every line read so far has been given and the next read may wait for the stream's
+    writer. A line longer than ``max_line_bytes`` is not held: what was read of it is let
+    go, and the rest is read through to its end."""
+    read = getattr(stream, "read1", None) or stream.read
     number = 0
+    chunk = b""  # the last chunk read
+    start = 0  # where its next line starts
+    head: list[bytes] = []  # the start of that line, from chunks before
+    held = 0  # its length
     while True:
-        line = stream.readline(max_line_bytes + 1)
-        if not line:
-            return
-        number += 1
-        if len(line) > max_line_bytes and not line.endswith(b"\n"):
-            size = len(line)
-            while True:  # drop the rest of the over-long line, a chunk at a time
-                chunk = stream.readline(1 << 20)
-                size += len(chunk)
-                if not chunk or chunk.endswith(b"\n"):
+        end = chunk.find(b"\n", start)
+        if end >= 0:  # a whole line
+            number += 1
+            size = held + end + 1 - start
+            if size - 1 > max_line_bytes:
+                line = None
+            elif head:
+                head.append(chunk[start : end + 1])
+                line = b"".join(head)
+            else:
+                line = chunk[start : end + 1]
+            head.clear()
+            held = 0
+            start = end + 1
+            yield number, line, size
+            continue
+        if start < len(chunk):
+            head.append(chunk[start:] if start else chunk)
+            held += len(chunk) - start
+        if held > max_line_bytes:  # too long already: read through to the line's end
+            head.clear()
+            size = held
+            while True:
+                if before_read is not None:
+                    before_read()
+                chunk = read(READ_CHUNK)
+                end = chunk.find(b"\n")
+                if not chunk or end >= 0:
                     break
-            yield number, None, size
-        else:
-            yield number, line, len(line)
+                size += len(chunk)
+            number += 1
+            held = 0
+            start = end + 1 if chunk else 0
+            yield number, None, size + start
+            continue
+        if before_read is not None:
+            before_read()
+        chunk = read(READ_CHUNK)
+        start = 0
+        if not chunk:
+            if head:  # the last line, with no newline
+                number += 1
+                yield number, b"".join(head), held
+            return
 
 
 def run_batch(
@@ -60,6 +112,7 @@ def run_batch(
     progress_total: int | None = None,
     debug: bool = False,
     jobs: int = 1,
+    hold: bool = False,
 ) -> int:
     """Answer every request of ``stream`` through ``write``; returns the number that failed.
 
@@ -68,9 +121,12 @@ def run_batch(
     once, joined by newlines: the same text as one process writes. The workers are started
     by :mod:`multiprocessing`, so a program that calls this must start as its rule says
     (``if __name__ == "__main__":``). With ``debug`` the lines are answered here, so that
-    the first failure stops the stream with its traceback."""
+    the first failure stops the stream with its traceback. ``hold``: ``write`` is given
+    the responses of the lines read so far at once, joined by newlines, before the stream
+    is read again (:class:`_Held`), instead of one at a time."""
     totals: dict[str, Any] = {}
     progress = _progress(progress_total)
+    held = _Held(write) if hold else None
     try:
         # NumPy's floating-point errors, once for the stream: a response has no warnings,
         # and what the lane replays must not print NumPy's (the general way counts its own)
@@ -87,18 +143,69 @@ def run_batch(
                 # input shapes (when it comes a second time) and replayed after
                 # (gradcli.compiled), with the numbers of a fresh evaluation; a program
                 # seen once costs no recording
-                lane = _Lane(Plans(first=False), max_elements)
+                lane = _Lane(Plans(first=False), max_elements, grads=accumulate)
                 add = (lambda number, grads: _accumulate(totals, grads)) if accumulate else None
+                lines = read_lines(stream, max_line_bytes, None if held is None else held.write)
                 ok, failed = _answer_all(
-                    read_lines(stream, max_line_bytes), write, lane, add, max_line_bytes,
+                    lines, write if held is None else held.add, lane, add, max_line_bytes,
                     max_elements, max_program_chars, progress, debug,
                 )  # fmt: skip
+    except BaseException:
+        if held is not None:  # what was answered is written, as it would have been
+            with contextlib.suppress(Exception):
+                held.write()
+        raise
     finally:
         if progress is not None:
             progress[0].stop()
+    if held is not None:
+        held.write()
     if accumulate:
         write(_summary(totals, ok, failed))
     return failed
+
+
+#: responses are held at most this many characters, and this long in seconds (_Held)
+HOLD_CHARS, HOLD_SECONDS = 1 << 16, 0.05
+
+
+class _Held:
+    """Responses held to be written together (docs/commands.md, "batch"): those of the
+    lines read so far, until the stream is about to be read again (``read_lines`` calls
+    :meth:`write` then), so that a coprocess waiting for its answer gets it; and no more
+    than :data:`HOLD_CHARS` of them, nor older than :data:`HOLD_SECONDS` when the next is
+    added, so that a file's answers come out as they are made. One write and one flush
+    for many lines, where one a line cost 1.1 µs of the tutorial's request even into
+    /dev/null."""
+
+    __slots__ = ("_write", "lines", "since", "size")
+
+    def __init__(self, write: Callable[[str], None]) -> None:
+        self._write = write
+        self.lines: list[str] = []
+        self.size = 0
+        self.since = 0.0
+
+    def add(self, text: str) -> None:
+        lines = self.lines
+        if len(text) >= HOLD_CHARS:  # a large response is not copied into a larger text
+            self.write()
+            self._write(text)
+            return
+        if not lines:
+            self.since = _monotonic()
+        lines.append(text)
+        self.size += len(text)
+        if self.size >= HOLD_CHARS or _monotonic() - self.since >= HOLD_SECONDS:
+            self.write()
+
+    def write(self) -> None:
+        """Write what is held, as one text."""
+        if self.lines:
+            text = "\n".join(self.lines)
+            self.lines = []  # not written again if the write fails
+            self.size = 0
+            self._write(text)
 
 
 def _summary(totals: dict[str, Any], ok: int, failed: int) -> str:
@@ -203,6 +310,7 @@ def _answer_all(
         if raw is not None and not raw.strip():
             continue  # blank lines are allowed between requests
         request: Any = None
+        grads: Any
         try:
             if raw is None:
                 raise LimitError(
@@ -269,6 +377,9 @@ _LANE_FIELDS = frozenset(("id", "expr", "inputs"))
 _LANE_PROGRAMS, _LANE_SHAPES = 256, 16
 #: the lane's entry for shapes whose plan it cannot answer from (bindings, a constant output)
 _NOT_HERE = object()
+#: the types of the items of a flat list the lane makes an array of itself (bool is not
+#: one: ``type(True)`` is bool), as :func:`value_from_json` makes it
+_NUMBER_TYPES = frozenset((float, int))
 
 
 class _Lane:
@@ -282,11 +393,14 @@ class _Lane:
     general way's, ``dumps(evaluate(...).to_json())``, byte for byte, with the same
     gradients for ``--accumulate`` (the tests compare the two on every kind of request).
     Any other request, and any failure, is left to the general way (``answer`` is None),
-    which answers or reports it as it always does."""
+    which answers or reports it as it always does. Its callers (:func:`run_batch`, the
+    workers of ``--jobs`` and ``--scheduler``) have NumPy's floating-point reports off for
+    the whole stream, so its replays do not turn them off again."""
 
-    def __init__(self, plans: Plans, max_elements: int) -> None:
+    def __init__(self, plans: Plans, max_elements: int, grads: bool = True) -> None:
         self.plans = plans
         self.max_elements = max_elements
+        self.grads = grads  # whether an answer carries its gradients (else None)
         #: (program, input names) -> {input shapes: _Answer or _NOT_HERE}
         self.known: dict[tuple[str, tuple[str, ...]], dict[Any, Any]] = {}
 
@@ -300,55 +414,98 @@ class _Lane:
         ):
             self.known.setdefault((result.expr, names), {})
 
-    def answer(self, request: Any) -> tuple[str, dict[str, Any]] | None:
-        """The response and the gradients, or None: the general way answers."""
-        if type(request) is not dict or not request.keys() <= _LANE_FIELDS:
+    def answer(self, request: Any) -> tuple[str, dict[str, Any] | None] | None:
+        """The response and the gradients (None if not asked for), or None: the general
+        way answers."""
+        if type(request) is not dict:
             return None
         expr, inputs = request.get("expr"), request.get("inputs")
         if type(expr) is not str or type(inputs) is not dict:
             return None
-        names = tuple(inputs)
-        by_shapes = self.known.get((expr, names))
+        # expr and inputs are there: only id may be too (request.keys() <= _LANE_FIELDS)
+        if len(request) != 2 and (len(request) != 3 or "id" not in request):
+            return None
+        by_shapes = self.known.get((expr, tuple(inputs)))
         if by_shapes is None:
             return None
-        try:
-            values = {
-                n: value_from_json(v, name=n, max_elements=self.max_elements)
-                for n, v in inputs.items()
-            }
-        except Exception:  # the general way says what is wrong
-            return None
-        shapes = tuple(v.shape for v in values.values())
-        answer = by_shapes.get(shapes)
+        # the inputs' arrays, as value_from_json makes them: a flat list of numbers is made
+        # here as value_from_json makes it, without the calls around that (the dtype's
+        # check, the limit's), a third of its time
+        arrays = []
+        shapes = []
+        limit = self.max_elements
+        for name, value in inputs.items():
+            array = None
+            if (
+                type(value) is list
+                and 0 < len(value) <= limit
+                and set(map(type, value)) <= _NUMBER_TYPES
+            ):
+                try:
+                    array = _array(value, _FLOAT64)
+                except OverflowError:  # an int beyond float64: value_from_json makes +-inf
+                    array = None
+            if array is None:
+                try:
+                    array = value_from_json(value, name=name, max_elements=limit)
+                except Exception:  # the general way says what is wrong
+                    return None
+            arrays.append(array)
+            shapes.append(array.shape)
+        answer = by_shapes.get(tuple(shapes))
         if answer is None:
-            key = Plans.key(expr, names, "float64", 0, self.max_elements, True, values)
+            values = dict(zip(inputs, arrays, strict=True))
+            key = Plans.key(expr, tuple(inputs), "float64", 0, limit, True, values)
             recorded = self.plans.recorded(key)
             if recorded is None:
                 return None  # not recorded yet: the general way records it
             if len(by_shapes) >= _LANE_SHAPES:
                 by_shapes.clear()
-            answer = by_shapes[shapes] = _Answer.make(recorded, expr, values)
+            answer = by_shapes[tuple(shapes)] = _Answer.make(recorded, expr, values)
         if answer is _NOT_HERE:
             return None
         try:
-            return answer.write(request.get("id"), values)
+            return answer.write(request.get("id"), arrays, self.grads)
         except Exception:  # a matrix singular for these values ...: reported the general way
             return None
+
+
+_array = np.array
+_FLOAT64 = np.dtype(np.float64)
+#: arrays of at most this many elements are written by the response's format (_Answer)
+_FORMAT_MAX = 64
 
 
 class _Answer:
     """A response of one plan written from its arrays: the parts that do not change from
     one request to the next made once (with :func:`dumps`, as the general way writes them),
-    the numbers of each request encoded as the general way encodes them."""
+    the numbers of each request encoded as the general way encodes them.
 
-    __slots__ = ("head", "names", "recorded", "tail", "values")
+    When every array of the response is a number or a short flat list, the whole response
+    is one format made once, ``'{"id":%s,"expr":...,"value":[%r,%r,%r],...'``, filled with
+    the request's floats: ``%r`` of a float is how json writes it, and a sum of them that
+    is finite says that every one is (json writes the others as strings: those responses
+    are written array by array, as :func:`numbers_text` does)."""
 
-    def __init__(self, recorded: _Recorded, head: str, names: list[str], values: list[str]):
+    __slots__ = ("format", "head", "kinds", "names", "recorded", "tail", "values")
+
+    def __init__(
+        self,
+        recorded: _Recorded,
+        head: str,
+        names: list[str],
+        values: list[str],
+        format: str | None,
+        shapes: list[tuple[int, ...]],
+    ):
         self.recorded = recorded
         self.head = head  # from "expr" to the output's value
         self.names = names
         self.values = values  # per input: from its name to its value
         self.tail = '},"intermediates":{},"clip":null}'
+        self.format = format  # the whole response after the id, or None
+        #: the dtype and shape of each of the plan's outputs: the output, each gradient
+        self.kinds = [(_FLOAT64, shape) for shape in shapes]
 
     @classmethod
     def make(cls, recorded: _Recorded, expr: str, values: dict[str, Any]) -> Any:
@@ -365,14 +522,25 @@ class _Answer:
         out = recorded.out_shape
         head = f',"expr":{dumps(expr)},"output":{{"shape":{dumps(list(out))},"value":'
         parts = [f'{dumps(n)}:{{"shape":{dumps(list(v.shape))},"value":' for n, v in values.items()]
-        return cls(recorded, head, list(values), parts)
-
-    def write(self, id: Any, values: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        recorded = self.recorded
-        arrays = list(values.values())
-        outs = recorded.plan.run(arrays)
-        encode = numbers_text
         reduction = "null" if recorded.reduction is None else dumps(recorded.reduction)
+        shapes = [out, *(v.shape for v in values.values())]
+        format = None
+        if all(len(s) <= 1 and math.prod(s) <= _FORMAT_MAX for s in shapes) and all(
+            s is not None for s in recorded.plan.outputs
+        ):
+            f = _numbers_format
+            pieces = [_text(head), f(out), '},"reduction":', _text(reduction), ',"inputs":{']
+            for k, v in enumerate(values.values()):
+                pieces += ["," if k else "", _text(parts[k]), f(v.shape)]
+                pieces += [',"requires_grad":true,"grad":', f(v.shape), "}"]
+            format = '{"id":%s' + "".join(pieces) + '},"intermediates":{},"clip":null}'
+        return cls(recorded, head, list(values), parts, format, shapes)
+
+    def write(
+        self, id: Any, arrays: list[Any], with_grads: bool = True
+    ) -> tuple[str, dict[str, Any] | None]:
+        recorded = self.recorded
+        outs = recorded.plan.run(arrays, quiet=True)
         if type(id) is int or id is None:
             id_text = "null" if id is None else repr(id)
         else:
@@ -381,9 +549,16 @@ class _Answer:
             if not _plain_text(id if type(id) is str else json.dumps(id, ensure_ascii=False)):
                 raise ValueError("written in ASCII by the general way")
             id_text = dumps(id)
+        if self.format is not None:
+            text = self._formatted(id_text, outs, arrays)
+            if text is not None:
+                grads = dict(zip(self.names, outs[1:], strict=True)) if with_grads else None
+                return text, grads
+        encode = numbers_text
+        reduction = "null" if recorded.reduction is None else dumps(recorded.reduction)
         parts = ['{"id":', id_text, self.head, encode(outs[0]),
                  '},"reduction":', reduction, ',"inputs":{']  # fmt: skip
-        grads: dict[str, Any] = {}
+        grads = {}
         for k, name in enumerate(self.names):
             v, g = arrays[k], outs[1 + k]
             if g is None:
@@ -395,6 +570,38 @@ class _Answer:
             ]  # fmt: skip
         parts.append(self.tail)
         return "".join(parts), grads
+
+    def _formatted(self, id_text: str, outs: list[Any], arrays: list[Any]) -> str | None:
+        """The response by the format, or None when an output is not of float64 and its
+        shape or a number is not finite. (The inputs are: the lane made them so.)"""
+        if list(map(_DTYPE_SHAPE, outs)) != self.kinds:  # dtypes compared by identity first
+            return None
+        value = outs[0].tolist()
+        numbers: list[Any] = value if self.kinds[0][1] else [value]
+        for k, v in enumerate(arrays, 1):  # (zip(strict=True) costs 0.1 µs a call)
+            if v.ndim:
+                numbers += v.tolist()
+                numbers += outs[k].tolist()
+            else:
+                numbers.append(v.tolist())
+                numbers.append(outs[k].tolist())
+        total = sum(numbers)
+        if total - total != 0.0:  # an inf or a nan among them (or a sum beyond float64)
+            return None
+        return self.format % (id_text, *numbers)  # type: ignore[operator]
+
+
+_DTYPE_SHAPE = operator.attrgetter("dtype", "shape")
+
+
+def _text(text: str) -> str:
+    """``text`` in a format, as it is."""
+    return text.replace("%", "%%")
+
+
+def _numbers_format(shape: tuple[int, ...]) -> str:
+    """The format of an array's numbers: ``%r`` for a number, ``[%r,...]`` for a list."""
+    return "%r" if not shape else "[" + ",".join(["%r"] * shape[0]) + "]"
 
 
 def _plain_text(*texts: str) -> bool:

@@ -68,8 +68,12 @@ KINDS: list[tuple[str, dict[str, Any]]] = [
     ("2 * 3", {}),  # no inputs, a constant output
     ("sum(inv(M))", {"M": [[1.0, 2.0], [2.0, 4.0]]}),  # singular: an error every time
     ("sum(é * a)", {"é": [1.0], "a": [2.0]}),  # a name beyond ASCII
+    ("sum(a * b) # 100% %r %s", {"a": [1.5, 2.0], "b": [0.1, 3.0]}),  # % in the format's text
+    ("sum(a * 0.5)", {"a": [1e308, 1.5e308]}),  # finite numbers whose sum is beyond float64
+    ("sum(a * b)", {"a": [0.1] * 64, "b": list(range(64))}),  # the longest list formatted
+    ("sum(a * b)", {"a": [0.1] * 65, "b": list(range(65))}),  # one more: array by array
 ]
-IDS = [7, "x", None, 2.5, "a\u2028b", "\ud800", True, {"k": [1]}, -0.0, 10**30]
+IDS = [7, "x", None, 2.5, "a\u2028b", "\ud800", True, {"k": [1]}, -0.0, 10**30, "%s%r%%"]
 
 
 def test_the_lane_writes_the_general_ways_text_for_every_kind(

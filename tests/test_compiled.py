@@ -628,6 +628,21 @@ def test_a_replay_counts_the_errors_of_the_constants_it_does_not_compute_again(t
             assert (got.warnings, got.notes) == (want.warnings, want.notes)
 
 
+@pytest.mark.parametrize(
+    "inputs",
+    [{"a": [1e308, 1e308], "b": [1.0, 1.0]}, {"a": [1.0, -1.0], "b": [np.inf, np.inf]}],
+    ids=["overflow", "invalid"],
+)
+def test_a_replayed_sum_counts_its_errors_once(inputs: dict[str, Any]) -> None:
+    """A small sum is replayed by one NumPy call, checked against the recorded bits when
+    the plan is made (replay._sum_all): the check's errors are not the evaluation's."""
+    f = gradcli.compile("sum(a * b)")
+    want = gradcli.evaluate("sum(a * b)", inputs)
+    assert want.warnings and any("encountered in 1 operation" in w for w in want.warnings)
+    for _ in range(3):  # recorded, then replayed
+        assert f(inputs).warnings == want.warnings
+
+
 def test_checks_direct_replays_count_errors_as_fresh_passes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

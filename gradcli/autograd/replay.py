@@ -315,6 +315,93 @@ POOL_WORKS = (
 )
 
 
+#: plans of at most this many steps are replayed by one function of their own
+STRAIGHT_MAX = 256
+
+
+def _straight_line(plan: Plan) -> Callable[..., list[Any]]:
+    """``plan``'s replay as one function, made once: ``f(*inputs, quiet)``, the outputs.
+
+    A replay that goes through the list of steps pays for each step's loop, the lookup of
+    its slots and the clearing of the dead ones, about 0.3 µs: on small arrays as much as
+    the NumPy call itself. Here each step is one line, ``v3 = f1(v2, v1)``, the slots are
+    local variables, constants are names bound once, and a dead slot is ``del``-ed where
+    :meth:`Plan.run` lets it go: the same calls in the same order, with the same arrays.
+    The source is made as the standard library makes a dataclass's ``__init__``: it holds
+    only slot and step numbers, never a value or a name of the program."""
+    made = {out for steps in (plan.forward_steps, plan.backward_steps) for _, _, out, _ in steps}
+    names: dict[str, Any] = {"_quiet": NUMPY.quiet}
+
+    def slot(s: int) -> str:
+        if s < plan.n_inputs or s in made:
+            return f"v{s}"
+        names[f"c{s}"] = plan.template[s]
+        return f"c{s}"
+
+    def lines(steps: list[Any], first: int, indent: str) -> list[str]:
+        out = []
+        for k, (fn, slots, made_slot, dead) in enumerate(steps, first):
+            names[f"f{k}"] = fn
+            out.append(f"{indent}v{made_slot} = f{k}({', '.join(map(slot, slots))})")
+            if dead:
+                out.append(f"{indent}del {', '.join(f'v{s}' for s in dead)}")
+        return out or [f"{indent}pass"]
+
+    inputs = [f"v{s}" for s in range(plan.n_inputs)]
+    source = [f"def replay({', '.join([*inputs, 'quiet'])}):"]
+    source += lines(plan.forward_steps, 0, "    ")
+    if plan.backward_steps:
+        backward = lines(plan.backward_steps, len(plan.forward_steps), "        ")
+        source += ["    if quiet:", *backward, "    else:", "        with _quiet():"]
+        source += ["    " + line for line in backward]  # as backward(): quietly
+    outs = ", ".join("None" if s is None else slot(s) for s in plan.outputs)
+    source.append(f"    return [{outs}]")
+    exec("\n".join(source), names)  # slot and step numbers only (above)
+    return names["replay"]
+
+
+def _unchanging(v: Any) -> bool:
+    """Whether ``v`` is a value no step and no caller can write into: a number, None, or an
+    array that cannot be written whose bases cannot be either."""
+    if v is None or type(v) in (float, int, bool, complex) or isinstance(v, np.generic):
+        return True
+    while type(v) is np.ndarray:
+        if v.flags.writeable:
+            return False
+        v = v.base
+        if v is None:
+            return True
+    return False
+
+
+def _add_all(x: Any) -> Any:
+    """The sum of all of ``x``'s elements, a 0-d array of its dtype."""
+    return _ADD_REDUCE(x, None, None, _EMPTY((), x.dtype))  # type: ignore[call-overload]
+
+
+_ADD_REDUCE, _EMPTY = np.add.reduce, np.empty
+
+
+def _sum_all(redo: Any, x: Any, made: Any) -> Any:
+    """The step that sums all of ``x`` into the 0-d ``made``: a redo that goes through the
+    reduction's forward function and makes an array of NumPy's scalar, or, on a small
+    array, the one NumPy call that writes the sum into a 0-d array (a third of the time).
+    The same reduction of the same elements; taken only where it gives the step's bits."""
+    if (
+        type(x) is np.ndarray
+        and x.ndim > 0
+        and x.size < POOL_MIN
+        and type(made) is np.ndarray
+        and made.ndim == 0
+        and made.dtype == x.dtype
+    ):
+        with NUMPY.quiet():  # a check, not the evaluation: its errors are not counted
+            again = _add_all(x)
+        if _same_bits(again, made):
+            return _add_all
+    return redo
+
+
 def _pool_key(v: Any) -> tuple[Any, ...] | None:
     """What a buffer must share with a step's output to be written into by it: shape,
     dtype and memory order (a sum adds in memory order, so an F-ordered result written
@@ -361,15 +448,22 @@ class Plan:
     a step whose output has its shape, dtype and memory order (:func:`_pool_key`)."""
 
     __slots__ = (
-        "_handed", "_lock", "_pool", "backward_steps", "forward_steps", "fused", "made",
-        "n_inputs", "outputs", "pooled", "template",
+        "_handed", "_lock", "_pool", "_straight", "backward_steps", "forward_steps", "fused",
+        "made", "n_inputs", "outputs", "pooled", "template",
     )  # fmt: skip
 
     def __init__(
         self, rec: Recorder, outputs: list[int | None], n_forward: int, pool: bool = False
     ) -> None:
         self.n_inputs = rec.n_inputs
-        steps = rec.steps
+        # a backward step that reads no value of the inputs' (sum's gradient, a view of the
+        # constant one) makes the same value on every replay: kept as a constant instead,
+        # when nothing can change it (_unchanging)
+        steps = rec.steps[:n_forward] + [
+            step
+            for step in rec.steps[n_forward:]
+            if step[2] in rec.derived or not _unchanging(rec.values[step[2]])
+        ]
         made = {out for _, _, out in steps}
         #: per output: whether a step makes it anew on every replay (else it is an input
         #: or a constant of the plan, which the caller must not be handed to write into)
@@ -395,6 +489,8 @@ class Plan:
         planned: list[tuple[Any, ...]] = []
         for (fn, slots, out), d in zip(steps, dead, strict=True):
             made_value = rec.values[out]
+            if getattr(fn, "adds_all", False):
+                fn = _sum_all(fn, rec.values[slots[0]], made_value)
             u = _ufunc(fn) if pool and POOL_WORKS else None
             if u is not None and type(made_value) is np.ndarray and made_value.size >= POOL_MIN:
                 key = _pool_key(made_value)
@@ -415,15 +511,27 @@ class Plan:
             type(step[0]) in (Run, Quietly) for step in self.forward_steps + self.backward_steps
         )
         self.outputs = outputs
+        #: a small plan's steps as one function (_straight_line), or None
+        self._straight = (
+            None
+            if self.pooled or self.fused or len(planned) > STRAIGHT_MAX
+            else _straight_line(self)
+        )
         self._pool: dict[Any, list[Any]] = {}
         #: the pooled outputs of the last replay, with their keys: the pool's when the
         #: caller has let them go
         self._handed: list[tuple[Any, Any]] = []
         self._lock = threading.Lock()
 
-    def run(self, inputs: Sequence[Any], finite: set[int] | None = None) -> list[Any]:
+    def run(
+        self, inputs: Sequence[Any], finite: set[int] | None = None, quiet: bool = False
+    ) -> list[Any]:
         """The outputs' values for ``inputs`` (None where an output is None). ``finite``:
-        where to add the slots of outputs a fused run found all finite as it made them."""
+        where to add the slots of outputs a fused run found all finite as it made them.
+        ``quiet``: the caller has NumPy's floating-point reports off already (``batch``
+        does, for its whole stream), so backward need not turn them off again."""
+        if self._straight is not None:
+            return self._straight(*inputs, quiet)
         values = self.template.copy()
         values[: self.n_inputs] = inputs
         del inputs  # the caller keeps its own; the plan drops an input when it is dead
