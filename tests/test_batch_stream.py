@@ -103,12 +103,9 @@ class _Watched(io.RawIOBase):
         return len(piece)
 
 
-def test_held_responses_are_written_before_the_stream_is_read_again(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_held_responses_are_written_before_the_stream_is_read_again() -> None:
     """What a coprocess needs: every line read is answered and written before the command
     waits for more; the lines of one read are written together, one write for them all."""
-    monkeypatch.setattr(batch, "HOLD_SECONDS", 3600.0)  # a slow first answer writes no sooner
     pieces = [
         "".join(TUTORIAL.format(i=i) + "\n" for i in range(3)).encode(),
         (TUTORIAL.format(i=3) + "\n" + TUTORIAL.format(i=4)[:10]).encode(),
@@ -133,7 +130,6 @@ def test_held_text_is_the_text_written_one_at_a_time(monkeypatch: pytest.MonkeyP
     held: list[str] = []
     assert batch.run_batch(io.BytesIO(data), one.append, accumulate=True) == 2
     monkeypatch.setattr(batch, "HOLD_CHARS", 4000)
-    monkeypatch.setattr(batch, "HOLD_SECONDS", 3600.0)
     assert batch.run_batch(io.BytesIO(data), held.append, accumulate=True, hold=True) == 2
     assert "\n".join(held) == "\n".join(one)
     assert len(one) == len(lines) + 1
