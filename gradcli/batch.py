@@ -14,14 +14,12 @@ Several files are one stream (:func:`open_files`).
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import math
 import operator
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from time import monotonic as _monotonic
 from typing import IO, Any
 
 import numpy as np
@@ -34,71 +32,25 @@ from .i18n import msg
 from .io import dumps, json_array, numbers_text, parse_json_text, value_from_json
 from .language import DEFAULT_MAX_PROGRAM_CHARS
 
-#: bytes asked of the stream at a time by :func:`read_lines`
-READ_CHUNK = 1 << 16
 
-
-def read_lines(
-    stream: IO[bytes], max_line_bytes: int, before_read: Callable[[], None] | None = None
-) -> Iterator[tuple[int, bytes | None, int]]:
-    """``(line number, bytes or None when too long, bytes consumed)`` for each line.
-
-    The stream is read a chunk at a time, of what it has (``read1``), and the lines are cut
-    out of the chunks here: ``before_read()`` is called before each read, that is whenever
-    every line read so far has been given and the next read may wait for the stream's
-    writer. A line longer than ``max_line_bytes`` is not held: what was read of it is let
-    go, and the rest is read through to its end."""
-    read = getattr(stream, "read1", None) or stream.read
+def read_lines(stream: IO[bytes], max_line_bytes: int) -> Iterator[tuple[int, bytes | None, int]]:
+    """``(line number, bytes or None when too long, bytes consumed)`` for each line."""
     number = 0
-    chunk = b""  # the last chunk read
-    start = 0  # where its next line starts
-    head: list[bytes] = []  # the start of that line, from chunks before
-    held = 0  # its length
     while True:
-        end = chunk.find(b"\n", start)
-        if end >= 0:  # a whole line
-            number += 1
-            size = held + end + 1 - start
-            if size - 1 > max_line_bytes:
-                line = None
-            elif head:
-                head.append(chunk[start : end + 1])
-                line = b"".join(head)
-            else:
-                line = chunk[start : end + 1]
-            head.clear()
-            held = 0
-            start = end + 1
-            yield number, line, size
-            continue
-        if start < len(chunk):
-            head.append(chunk[start:] if start else chunk)
-            held += len(chunk) - start
-        if held > max_line_bytes:  # too long already: read through to the line's end
-            head.clear()
-            size = held
-            while True:
-                if before_read is not None:
-                    before_read()
-                chunk = read(READ_CHUNK)
-                end = chunk.find(b"\n")
-                if not chunk or end >= 0:
-                    break
-                size += len(chunk)
-            number += 1
-            held = 0
-            start = end + 1 if chunk else 0
-            yield number, None, size + start
-            continue
-        if before_read is not None:
-            before_read()
-        chunk = read(READ_CHUNK)
-        start = 0
-        if not chunk:
-            if head:  # the last line, with no newline
-                number += 1
-                yield number, b"".join(head), held
+        line = stream.readline(max_line_bytes + 1)
+        if not line:
             return
+        number += 1
+        if len(line) > max_line_bytes and not line.endswith(b"\n"):
+            size = len(line)
+            while True:  # drop the rest of the over-long line, a chunk at a time
+                chunk = stream.readline(1 << 20)
+                size += len(chunk)
+                if not chunk or chunk.endswith(b"\n"):
+                    break
+            yield number, None, size
+        else:
+            yield number, line, len(line)
 
 
 def run_batch(
@@ -112,7 +64,6 @@ def run_batch(
     progress_total: int | None = None,
     debug: bool = False,
     jobs: int = 1,
-    hold: bool = False,
 ) -> int:
     """Answer every request of ``stream`` through ``write``; returns the number that failed.
 
@@ -121,12 +72,9 @@ def run_batch(
     once, joined by newlines: the same text as one process writes. The workers are started
     by :mod:`multiprocessing`, so a program that calls this must start as its rule says
     (``if __name__ == "__main__":``). With ``debug`` the lines are answered here, so that
-    the first failure stops the stream with its traceback. ``hold``: ``write`` is given
-    the responses of the lines read so far at once, joined by newlines, before the stream
-    is read again (:class:`_Held`), instead of one at a time."""
+    the first failure stops the stream with its traceback."""
     totals: dict[str, Any] = {}
     progress = _progress(progress_total)
-    held = _Held(write) if hold else None
     try:
         # NumPy's floating-point errors, once for the stream: a response has no warnings,
         # and what the lane replays must not print NumPy's (the general way counts its own)
@@ -145,67 +93,16 @@ def run_batch(
                 # seen once costs no recording
                 lane = _Lane(Plans(first=False), max_elements, grads=accumulate)
                 add = (lambda number, grads: _accumulate(totals, grads)) if accumulate else None
-                lines = read_lines(stream, max_line_bytes, None if held is None else held.write)
                 ok, failed = _answer_all(
-                    lines, write if held is None else held.add, lane, add, max_line_bytes,
+                    read_lines(stream, max_line_bytes), write, lane, add, max_line_bytes,
                     max_elements, max_program_chars, progress, debug,
                 )  # fmt: skip
-    except BaseException:
-        if held is not None:  # what was answered is written, as it would have been
-            with contextlib.suppress(Exception):
-                held.write()
-        raise
     finally:
         if progress is not None:
             progress[0].stop()
-    if held is not None:
-        held.write()
     if accumulate:
         write(_summary(totals, ok, failed))
     return failed
-
-
-#: responses are held at most this many characters, and this long in seconds (_Held)
-HOLD_CHARS, HOLD_SECONDS = 1 << 16, 0.05
-
-
-class _Held:
-    """Responses held to be written together (docs/commands.md, "batch"): those of the
-    lines read so far, until the stream is about to be read again (``read_lines`` calls
-    :meth:`write` then), so that a coprocess waiting for its answer gets it; and no more
-    than :data:`HOLD_CHARS` of them, nor older than :data:`HOLD_SECONDS` when the next is
-    added, so that a file's answers come out as they are made. One write and one flush
-    for many lines, where one a line cost 1.1 µs of the tutorial's request even into
-    /dev/null."""
-
-    __slots__ = ("_write", "lines", "since", "size")
-
-    def __init__(self, write: Callable[[str], None]) -> None:
-        self._write = write
-        self.lines: list[str] = []
-        self.size = 0
-        self.since = 0.0
-
-    def add(self, text: str) -> None:
-        lines = self.lines
-        if len(text) >= HOLD_CHARS:  # a large response is not copied into a larger text
-            self.write()
-            self._write(text)
-            return
-        if not lines:
-            self.since = _monotonic()
-        lines.append(text)
-        self.size += len(text)
-        if self.size >= HOLD_CHARS or _monotonic() - self.since >= HOLD_SECONDS:
-            self.write()
-
-    def write(self) -> None:
-        """Write what is held, as one text."""
-        if self.lines:
-            text = "\n".join(self.lines)
-            self.lines = []  # not written again if the write fails
-            self.size = 0
-            self._write(text)
 
 
 def _summary(totals: dict[str, Any], ok: int, failed: int) -> str:

@@ -269,7 +269,6 @@ def batch_command(
                 progress_total=total if shows_progress else None,
                 debug=debug,
                 jobs=jobs,
-                hold=True,
             )
         if failed:
             raise typer.Exit(1)
