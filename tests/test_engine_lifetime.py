@@ -797,3 +797,28 @@ def test_backward_peak_memory_is_numpy_by_hands() -> None:
 
     assert _peak_in_arrays(w3a) <= _peak_in_arrays(w3a_hand) + 0.25
     assert _peak_in_arrays(w3b) <= _peak_in_arrays(w3b_hand) + 0.25
+
+
+# --------------------------------------------------------------------------------------
+# The per-operation fast paths (issue 11): what they skip is still done where it matters
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("out_ellipsis", [True, False])
+def test_sum_is_an_array_of_the_inputs_dtype_with_or_without_numpys_out_ellipsis(
+    monkeypatch: pytest.MonkeyPatch, out_ellipsis: bool
+) -> None:
+    from gradcli.autograd import backend
+
+    if out_ellipsis and not backend._OUT_ARRAY:
+        pytest.skip("this NumPy takes no out=...")
+    monkeypatch.setattr(backend, "_OUT_ARRAY", out_ellipsis)
+    v = np.array([[0.1, 0.2, 0.3], [1e16, 1.0, -1e16]])
+    for data in (v, v.astype(np.float32)):
+        x = gradcli.tensor(data, requires_grad=True)
+        for axis, keepdims in ((None, False), (1, False), (0, True), ((0, 1), True)):
+            s = gradcli.sum(x, axis, keepdims)
+            want = np.sum(data, axis=axis, keepdims=keepdims)
+            assert type(s.data) is np.ndarray and s.data.dtype == data.dtype
+            assert s.data.shape == np.shape(want)
+            np.testing.assert_array_equal(s.data, want)

@@ -90,6 +90,18 @@ _MAXIMUM_REDUCE: Any = np.maximum.reduce
 _MINIMUM_REDUCE: Any = np.minimum.reduce
 
 
+def _takes_out_ellipsis() -> bool:
+    """Whether this NumPy's ufuncs take ``out=...`` (NumPy 2.3 on): the result is then an
+    array even when it is 0-d, where it would otherwise be a NumPy scalar."""
+    try:
+        return type(_ADD_REDUCE(np.zeros(2), out=...)) is np.ndarray
+    except (TypeError, ValueError):
+        return False
+
+
+_OUT_ARRAY = _takes_out_ellipsis()
+
+
 class NumpyBackend:
     """NumPy as an array namespace. Attributes are plain functions (no method lookup
     through a class on the hot path)."""
@@ -121,6 +133,15 @@ class NumpyBackend:
     @staticmethod
     def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         return _ADD_REDUCE(x, axis=axis, keepdims=keepdims)
+
+    @staticmethod
+    def sum_array(x: Any, axis: Any, keepdims: bool) -> Any:
+        """:meth:`sum` as an array when it is 0-d too (a full sum), never a NumPy scalar:
+        through ``out=...`` where NumPy takes it, else the scalar converted (the same
+        value); ``np.asarray`` on the scalar costs a quarter of a small sum."""
+        if _OUT_ARRAY:
+            return _ADD_REDUCE(x, axis=axis, keepdims=keepdims, out=...)
+        return np.asarray(_ADD_REDUCE(x, axis=axis, keepdims=keepdims))
 
     @staticmethod
     def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
