@@ -804,6 +804,25 @@ def test_backward_peak_memory_is_numpy_by_hands() -> None:
 # --------------------------------------------------------------------------------------
 
 
+def test_backward_is_quiet_and_gives_numpys_error_state_back() -> None:
+    # sqrt's rule divides by zero at 0; with errors raised outside, backward still runs
+    # quietly, and the state is the caller's again afterwards, also when backward raises
+    x = gradcli.tensor([0.0, 4.0], requires_grad=True)
+    y = gradcli.sqrt(x).sum()
+    with np.errstate(all="raise"):
+        y.backward()
+        assert np.geterr()["divide"] == "raise"
+        with pytest.raises(RuntimeError, match=SECOND_TIME):
+            y.backward()
+        assert np.geterr() == {
+            "divide": "raise",
+            "over": "raise",
+            "under": "raise",
+            "invalid": "raise",
+        }
+    assert x.grad.tolist() == [np.inf, 0.25]
+
+
 @pytest.mark.parametrize("out_ellipsis", [True, False])
 def test_sum_is_an_array_of_the_inputs_dtype_with_or_without_numpys_out_ellipsis(
     monkeypatch: pytest.MonkeyPatch, out_ellipsis: bool

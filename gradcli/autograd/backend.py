@@ -283,6 +283,21 @@ class NumpyBackend:
         return _Quiet() if _QUIET is not None else np.errstate(all="ignore")
 
     @staticmethod
+    def quietly(fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` under :meth:`quiet`, the state set and reset directly: a
+        ``with NUMPY.quiet()`` block makes an object and calls three methods, 2.5% of the
+        tutorial's whole call (W1)."""
+        if _QUIET is None:
+            with np.errstate(all="ignore"):
+                return fn(*args)
+        var = _QUIET[0]
+        token = var.set(_QUIET[1])
+        try:
+            return fn(*args)
+        finally:
+            var.reset(token)
+
+    @staticmethod
     def count_errors(callback: Callable[[str, int], None]) -> Any:
         """Call ``callback(kind, flag)`` on each floating-point error, in this thread.
         Give one long-lived callback: its error state is made once (see :func:`quiet`)."""
