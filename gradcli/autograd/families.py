@@ -64,18 +64,21 @@ def unary(
     off_default = _state.OFF_DEFAULT
     new_tensor = Tensor.__new__
 
-    # The hot path of every elementwise op: record() written out, the edge inlined.
+    # The hot path of every elementwise op: record() written out, the edge inlined. While
+    # OFF_DEFAULT is empty every thread records and notes nothing (docs/engine.md,
+    # "State"): the thread's mode is read only otherwise.
     def apply(x: Any) -> Tensor:
         if type(x) is not Tensor:
             x = lift(x)
         xd = x.data
         out = run(xd)
+        if type(out) is not _ndarray:
+            out = as_data(out)
         t = new_tensor(Tensor)
-        t.data = out = out if type(out) is _ndarray else as_data(out)
+        t.data = out
         t.grad = None
         t.label = None
-        mode = state.mode if off_default else GRAD
-        if mode and x.requires_grad:
+        if x.requires_grad and (not off_default or state.mode):
             node = Node()  # no __init__: the quickest way to make one
             node.prim = prim
             to = x.grad_fn
@@ -95,8 +98,8 @@ def unary(
             t.requires_grad = False
             t.grad_fn = None
             t._acc = None
-        if mode > GRAD:  # graph's trace, or a plan's recording
-            note(t, name, (x,), run, mode)
+        if off_default and state.mode > GRAD:  # graph's trace, or a plan's recording
+            note(t, name, (x,), run, state.mode)
         return t
 
     apply.__name__ = public_name or name
@@ -195,12 +198,13 @@ def binary(
             xd = x.data
             yd = y.data
         out = run(xd, yd)
+        if type(out) is not _ndarray:
+            out = as_data(out)
         t = new_tensor(Tensor)
-        t.data = out = out if type(out) is _ndarray else as_data(out)
+        t.data = out
         t.grad = None
         t.label = None
-        mode = state.mode if off_default else GRAD
-        if mode and (x.requires_grad or y.requires_grad):
+        if (x.requires_grad or y.requires_grad) and (not off_default or state.mode):
             tx = x.grad_fn
             if tx is None and x.requires_grad:
                 tx = accumulator(x)
@@ -229,8 +233,8 @@ def binary(
             t.requires_grad = False
             t.grad_fn = None
             t._acc = None
-        if mode > GRAD:  # graph's trace, or a plan's recording
-            note(t, name, (x, y), run, mode)
+        if off_default and state.mode > GRAD:  # graph's trace, or a plan's recording
+            note(t, name, (x, y), run, state.mode)
         return t
 
     def reflected(x: Any, y: Any) -> Tensor:
