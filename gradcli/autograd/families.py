@@ -13,7 +13,7 @@ from typing import Any
 
 from . import state as _state
 from .backend import NUMPY, as_data
-from .node import DIVISOR, FACTOR, GENERAL, Node, next_seq
+from .node import DIVISOR, FACTOR, GENERAL, SEQ, Node
 from .registry import OPS, Param, Primitive, install, product_rules, value_rule
 from .shapes import check_broadcast
 from .state import GRAD
@@ -89,7 +89,7 @@ def unary(
             node.saved = (xd,) if save_x else ()
             node.ans = out if save_ans else None
             node.ctx = None
-            node.seq = next_seq()
+            node.seq = next(SEQ)
             node.uses = 0
             node.retained = None
             t.requires_grad = True
@@ -224,7 +224,7 @@ def binary(
             node.saved = (xd if save_x else None, yd if save_y else None) if keep_inputs else ()
             node.ans = out if save_ans else None
             node.ctx = shapes
-            node.seq = next_seq()
+            node.seq = next(SEQ)
             node.uses = 0
             node.retained = None
             t.requires_grad = True

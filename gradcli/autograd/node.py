@@ -22,8 +22,10 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 #: every node gets the next number when it is made, so a node's inputs always have smaller
-#: numbers than the node: backward visits nodes by decreasing number
-next_seq = itertools.count().__next__
+#: numbers than the node: backward visits nodes by decreasing number. The hot paths call
+#: ``next(SEQ)``: the builtin costs less than the bound ``__next__`` (a method wrapper)
+SEQ = itertools.count()
+next_seq = SEQ.__next__
 
 #: how a primitive of one elementwise input gives its VJP: a general rule, ``g * factor``
 #: or ``g / divisor`` (see families.unary)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .backend import NUMPY, as_data
-from .node import AccumulateGrad, Node, next_seq
+from .node import SEQ, AccumulateGrad, Node
 from .state import GRAD, NO_GRAD, OFF_DEFAULT, RECORD, STATE, mode
 
 _ndarray = np.ndarray
@@ -401,7 +401,7 @@ def record(
                 node.saved = saved
                 node.ans = t.data if prim.save_ans else None
                 node.ctx = ctx
-                node.seq = next_seq()
+                node.seq = next(SEQ)
                 node.uses = 0
                 node.retained = None
                 t.requires_grad = True
