@@ -17,6 +17,7 @@ from .node import SEQ, AccumulateGrad, Node
 from .state import GRAD, NO_GRAD, OFF_DEFAULT, RECORD, STATE, mode
 
 _ndarray = np.ndarray
+_array = np.array
 
 
 class Size(tuple[int, ...]):
@@ -260,6 +261,9 @@ class Tensor:
         _backward(self, gradient, retain_graph, create_graph)
 
 
+_new = Tensor.__new__
+
+
 def const(data: Any, requires_grad: bool = False) -> Tensor:
     """Wrap an array as a leaf tensor (no copy), one that requires no grad by default."""
     t = Tensor.__new__(Tensor)
@@ -277,10 +281,20 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
     """A new leaf tensor holding a copy of ``data`` (float64 unless ``dtype`` is given)."""
     if type(data) is Tensor:
         data = data.data
-    arr = np.array(data, dtype=dtype)
-    if arr.dtype.kind != "f":
-        arr = arr.astype(np.float64)
-    return const(arr, requires_grad)
+    # const() written out, and np.array without a dtype argument when there is none: this
+    # is how every leaf of the tensor API is made (W1 makes two a call)
+    arr = _array(data) if dtype is None else _array(data, dtype=dtype)
+    dt = arr.dtype
+    if dt is not _FLOAT64 and dt.kind != "f":
+        arr = arr.astype(_FLOAT64)
+    t = _new(Tensor)
+    t.data = arr
+    t.grad = None
+    t.requires_grad = requires_grad is True or bool(requires_grad)
+    t.grad_fn = None
+    t.label = None
+    t._acc = None
+    return t
 
 
 def from_numpy(arr: Any, requires_grad: bool = False) -> Tensor:
