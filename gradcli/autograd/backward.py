@@ -86,6 +86,7 @@ def _own(g: Any, dtype: Any = None) -> Any:
 
 
 _ONES: dict[Any, Any] = {}
+_FLOAT64 = np.dtype(np.float64)
 
 
 def _ones(like: Any) -> Any:
@@ -99,6 +100,9 @@ def _ones(like: Any) -> Any:
     return one
 
 
+_ONE64 = _ones(np.zeros((), _FLOAT64))  # the seed of a float64 scalar, the common case
+
+
 def _root(out: Tensor) -> Node | AccumulateGrad:
     root = edge(out)
     if root is None:
@@ -106,11 +110,20 @@ def _root(out: Tensor) -> Node | AccumulateGrad:
     return root
 
 
-def backward(out: Tensor, gradient: Any, retain_graph: bool | None, create_graph: bool) -> None:
-    """Accumulate d out / d leaf into every leaf's ``.grad``."""
+def backward(
+    out: Tensor, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
+) -> None:
+    """Accumulate d out / d leaf into every leaf's ``.grad`` (PyTorch's semantics); this is
+    ``Tensor.backward``.
+
+    The values the graph saved are released afterwards unless ``retain_graph``
+    (default: ``create_graph``); a second backward through them raises, as in torch.
+    """
     root = out.grad_fn or _root(out)
-    if gradient is None and not create_graph and out.data.size == 1:
-        g = _ones(out.data)  # the common case, without the general checks
+    data = out.data
+    if gradient is None and not create_graph and data.size == 1:
+        # the common case, without the general checks; a float64 scalar's one directly
+        g = _ONE64 if data.ndim == 0 and data.dtype is _FLOAT64 else _ones(data)
     else:
         g = _seed(out, gradient, "backward: gradient", create_graph)
     retain = create_graph if retain_graph is None else bool(retain_graph)

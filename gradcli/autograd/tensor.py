@@ -249,16 +249,15 @@ class Tensor:
     def __pos__(self) -> Tensor:
         return self
 
-    # --- backpropagation ------------------------------------------------------------
-    def backward(
-        self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
-    ) -> None:
-        """Accumulate d self / d leaf into every leaf's ``.grad`` (PyTorch's semantics).
-
-        The values the graph saved are released afterwards unless ``retain_graph``
-        (default: ``create_graph``); a second backward through them raises, as in torch.
-        """
-        _backward(self, gradient, retain_graph, create_graph)
+    if TYPE_CHECKING:
+        # backward.backward itself (installed at the end of this module: a method that
+        # only called it cost a call of every backward pass)
+        def backward(
+            self,
+            gradient: Any = None,
+            retain_graph: bool | None = None,
+            create_graph: bool = False,
+        ) -> None: ...
 
 
 _new = Tensor.__new__
@@ -450,5 +449,7 @@ def trace(t: Tensor, name: str, inputs: tuple[Any, ...]) -> None:
         trace_list.append((t, name, tuple(lift(i, like) for i in inputs)))
 
 
-# Last: backward.py needs this module's names, and Tensor.backward needs it.
+# Last: backward.py needs this module's names, and Tensor.backward is its function.
 from .backward import backward as _backward  # noqa: E402
+
+setattr(Tensor, "backward", _backward)  # noqa: B010
