@@ -85,6 +85,7 @@ _COUNTING: dict[Any, Any] = {}
 
 
 _ADD_REDUCE: Any = np.add.reduce
+_new_array = np.ndarray
 _MULTIPLY_REDUCE: Any = np.multiply.reduce
 _MAXIMUM_REDUCE: Any = np.maximum.reduce
 _MINIMUM_REDUCE: Any = np.minimum.reduce
@@ -172,8 +173,8 @@ class NumpyBackend:
         a call, a third of a small backward pass."""
         if type(x) is not np.ndarray:
             x = np.asarray(x)  # a NumPy scalar
-        if x.ndim == 0:
-            return np.ndarray(shape, x.dtype, buffer=x, strides=(0,) * len(shape))
+        if x.ndim == 0:  # (positional arguments: NumPy parses keywords at length)
+            return _new_array(shape, x.dtype, x, 0, (0,) * len(shape))
         return np.broadcast_to(x, shape)
 
     @staticmethod
