@@ -343,10 +343,17 @@ def accumulator(x: Tensor) -> AccumulateGrad:
     leaf outliving its graphs holds no node and no cycle is made."""
     ref = x._acc
     acc = ref() if ref is not None else None
-    if acc is None:
-        acc = AccumulateGrad(x)
-        x._acc = weakref.ref(acc)
+    if acc is None:  # AccumulateGrad(x) written out: W1 makes two a call
+        acc = _new_acc(AccumulateGrad)
+        acc.variable = x
+        acc.seq = next(SEQ)
+        acc.uses = 0
+        x._acc = _weakref(acc)
     return acc
+
+
+_new_acc = AccumulateGrad.__new__
+_weakref = weakref.ref
 
 
 def edge(x: Any) -> Node | AccumulateGrad | None:
