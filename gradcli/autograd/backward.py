@@ -459,13 +459,13 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
         ctx = node.ctx
         shapes = ctx if broadcasts else None
         if walk == WALK_SUM and shapes is None:
-            # add, nothing broadcast: g itself goes on, here to one input (x + 0.5;
-            # both are the loop's case). The same steps as the loop below.
+            # add, nothing broadcast: g itself goes on, to one input (x + 0.5) or to both
+            # (a * b + b). The same steps as the loop below.
             to, other = edges
+            own = False  # g is now shared by this node's inputs (the loop's `fresh`)
             if to is None or other is None:
                 if to is None:
                     to = other
-                own = False  # g is now shared by this node's input (the loop's `fresh`)
                 if to.uses == 1:
                     node = to
                     continue
@@ -476,15 +476,36 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
                     _collect(to, gnode, False, grads, owned, queue)
                 gnode = None
                 continue
+            node = None
+            if to.uses == 1:
+                node = to
+            elif to in owned:
+                grads[to] += gnode
+            else:
+                _collect(to, gnode, False, grads, owned, queue)
+            if other.uses == 1:
+                if node is not None:
+                    ready_append((node, gnode, False))
+                node = other
+            elif other in owned:
+                grads[other] += gnode
+            else:
+                _collect(other, gnode, False, grads, owned, queue)
+            if node is None:
+                gnode = None
+            continue
         elif walk == WALK_PRODUCT:
             # mul: g times the other input for each input, the loop below unrolled
             node = nxt = None
             to, other = edges
             if to is not None:
+                # a product is a new array (its base None), a NumPy scalar or another
+                # backend's array; a gradient summed back down may be a view
                 pg = gnode * saved[direct[0]]
+                fresh = type(pg) is ndarray
                 if shapes is not None and pg.shape != shapes[0]:
                     pg = xp.sum_to(pg, shapes[0])
-                fresh = type(pg) is ndarray and pg.base is None
+                    fresh = type(pg) is ndarray and pg.base is None
                 if to.uses == 1:
                     nxt, gnxt, own = to, pg, fresh
                 elif to in owned:
@@ -493,9 +514,10 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
                     _collect(to, pg, fresh, grads, owned, queue)
             if other is not None:
                 pg = gnode * saved[direct[1]]
+                fresh = type(pg) is ndarray
                 if shapes is not None and pg.shape != shapes[1]:
                     pg = xp.sum_to(pg, shapes[1])
-                fresh = type(pg) is ndarray and pg.base is None
+                    fresh = type(pg) is ndarray and pg.base is None
                 if other.uses == 1:
                     if nxt is not None:
                         ready_append((nxt, gnxt, own))
