@@ -841,3 +841,21 @@ def test_sum_is_an_array_of_the_inputs_dtype_with_or_without_numpys_out_ellipsis
             assert type(s.data) is np.ndarray and s.data.dtype == data.dtype
             assert s.data.shape == np.shape(want)
             np.testing.assert_array_equal(s.data, want)
+
+
+def test_a_full_sums_gradient_viewed_from_the_shared_seed_is_never_handed_out() -> None:
+    # backward's seed and its broadcasts are shared, read-only values: every gradient a
+    # caller receives is its own, and writing into one changes no later backward pass
+    for _ in range(3):
+        x = gradcli.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        h = x * 2.0
+        h.retain_grad()
+        h.sum().backward()
+        (gx,) = gradcli.autograd.grad((x * 1.0).sum(), [x])
+        for got in (x.grad, h.grad, gx):
+            assert got.tolist() == ([2.0] * 3 if got is x.grad else [1.0] * 3)
+            assert got.data.flags.writeable and got.data.base is None
+            got.zero_()
+        y = gradcli.tensor([5.0, 6.0, 7.0], requires_grad=True)
+        y.sum().backward()
+        assert y.grad.tolist() == [1.0, 1.0, 1.0]

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..i18n import msg
 from . import registry
-from .backend import NUMPY, as_data, backend_of
+from .backend import NUMPY, ONE64, as_data, backend_of
 from .node import (
     ANS,
     FACTOR,
@@ -101,7 +101,8 @@ def _ones(like: Any) -> Any:
     return one
 
 
-_ONE64 = _ones(np.zeros((), _FLOAT64))  # the seed of a float64 scalar, the common case
+# the seed of a float64 scalar, the common case (a full sum of it is viewed without a call)
+_ONE64 = _ONES[(_FLOAT64, ())] = ONE64
 
 
 def _root(out: Tensor) -> Node | AccumulateGrad:

@@ -184,7 +184,7 @@ def reduce(prim: Primitive, x: Any, axis: Any, keepdims: bool, *extra: Any) -> T
         x = lift(x)
     xd = x.data
     axes = ALL_AXES[xd.ndim] if axis is None else normalize_axis(axis, xd.ndim, prim.name)
-    if xd.size == 0 and (prim is MAX or prim is MIN) and 0 in [xd.shape[a] for a in axes]:
+    if (prim is MAX or prim is MIN) and xd.size == 0 and 0 in [xd.shape[a] for a in axes]:
         raise ShapeError(
             msg("max: cannot reduce an empty tensor (it has no maximum)")
             if prim is MAX
