@@ -123,11 +123,15 @@ class Tensor:
         return self.data
 
     def item(self) -> float:
-        if self.data.size != 1:
-            raise RuntimeError(
-                f"a Tensor with {self.data.size} elements cannot be converted to Scalar"
-            )
-        return float(self.data.item())
+        data = self.data
+        try:
+            return float(data.item())  # the size is asked only when NumPy refuses
+        except ValueError:
+            if data.size != 1:
+                raise RuntimeError(
+                    f"a Tensor with {data.size} elements cannot be converted to Scalar"
+                ) from None
+            raise
 
     def __float__(self) -> float:
         return self.item()
@@ -400,40 +404,44 @@ def record(
     those, see ``Primitive.saved``); the output is kept when the primitive reads it.
     ``redo(*arrays of inputs)``: computes ``out`` again, for a plan (replay.py); without
     it, an evaluation making this op from a value of the inputs is not replayed."""
-    t = Tensor.__new__(Tensor)
-    t.data = out if type(out) is _ndarray else as_data(out)
+    if type(out) is not _ndarray:
+        out = as_data(out)
+    t = _new(Tensor)
+    t.data = out
     t.grad = None
     t.label = None
-    now = STATE.mode if OFF_DEFAULT else GRAD
-    if now:
-        for x in inputs:
-            if type(x) is Tensor and x.requires_grad:
-                node = Node()
-                node.prim = prim
-                if len(inputs) == 1:  # x requires grad: its node, or its leaf's accumulator
-                    to: Node | AccumulateGrad | None = x.grad_fn
-                    if to is None:
-                        to = accumulator(x)
-                    to.uses += 1
-                    node.next = (to,)
-                else:
-                    node.next = tuple([link(i) for i in inputs])
-                node.saved = saved
-                node.ans = t.data if prim.save_ans else None
-                node.ctx = ctx
-                node.seq = next(SEQ)
-                node.uses = 0
-                node.retained = None
-                t.requires_grad = True
-                t.grad_fn = node
-                if now > GRAD:  # graph's trace, or a plan's recording
-                    note(t, prim.name, inputs, redo, now)
-                return t
+    # As the elementwise families' apply: the thread's mode is read only when OFF_DEFAULT
+    # says some thread is off the default (docs/engine.md, "State").
+    for x in inputs:
+        if type(x) is Tensor and x.requires_grad:
+            if OFF_DEFAULT and not STATE.mode:
+                break  # no_grad
+            node = Node()
+            node.prim = prim
+            if len(inputs) == 1:  # x requires grad: its node, or its leaf's accumulator
+                to: Node | AccumulateGrad | None = x.grad_fn
+                if to is None:
+                    to = accumulator(x)
+                to.uses += 1
+                node.next = (to,)
+            else:
+                node.next = tuple([link(i) for i in inputs])
+            node.saved = saved
+            node.ans = out if prim.save_ans else None
+            node.ctx = ctx
+            node.seq = next(SEQ)
+            node.uses = 0
+            node.retained = None
+            t.requires_grad = True
+            t.grad_fn = node
+            if OFF_DEFAULT and STATE.mode > GRAD:  # graph's trace, or a plan's recording
+                note(t, prim.name, inputs, redo, STATE.mode)
+            return t
     t.requires_grad = False
     t.grad_fn = None
     t._acc = None
-    if now > GRAD:
-        note(t, prim.name, inputs, redo, now)
+    if OFF_DEFAULT and STATE.mode > GRAD:
+        note(t, prim.name, inputs, redo, STATE.mode)
     return t
 
 
