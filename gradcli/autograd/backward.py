@@ -87,7 +87,6 @@ def _own(g: Any, dtype: Any = None) -> Any:
 
 _ONES: dict[Any, Any] = {}
 _FLOAT64 = np.dtype(np.float64)
-_new = Tensor.__new__
 
 
 def _ones(like: Any) -> Any:
@@ -657,7 +656,7 @@ def _accumulate(t: Tensor, g: Any, owned: bool, create_graph: bool) -> None:
             g = backend_of(g).astype(g, t.data.dtype)  # a lazy array: nothing to copy
         elif not owned or (g.dtype is not t.data.dtype and g.dtype != t.data.dtype):
             g = np.array(g, dtype=t.data.dtype, copy=True)  # a float32 leaf: float32 .grad
-        grad = _new(Tensor)  # const(g) written out: every leaf's first .grad
+        grad = Tensor()  # const(g) written out: every leaf's first .grad
         grad.data = g
         grad.grad = None
         grad.requires_grad = False

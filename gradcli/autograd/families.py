@@ -62,7 +62,6 @@ def unary(
     save_ans = prim.save_ans
     state = _state.STATE
     off_default = _state.OFF_DEFAULT
-    new_tensor = Tensor.__new__
 
     # The hot path of every elementwise op: record() written out, the edge inlined. While
     # OFF_DEFAULT is empty every thread records and notes nothing (docs/engine.md,
@@ -74,7 +73,7 @@ def unary(
         out = run(xd)
         if type(out) is not _ndarray:
             out = as_data(out)
-        t = new_tensor(Tensor)
+        t = Tensor()  # no __init__ (see Tensor): a plain type call
         t.data = out
         t.grad = None
         t.label = None
@@ -161,7 +160,6 @@ def binary(
     save_ans = prim.save_ans
     state = _state.STATE
     off_default = _state.OFF_DEFAULT
-    new_tensor = Tensor.__new__
     label = public_name or name
     f64, f64_scalars = _FLOAT64, FLOAT64_SCALARS
 
@@ -200,7 +198,7 @@ def binary(
         out = run(xd, yd)
         if type(out) is not _ndarray:
             out = as_data(out)
-        t = new_tensor(Tensor)
+        t = Tensor()  # no __init__ (see Tensor): a plain type call
         t.data = out
         t.grad = None
         t.label = None

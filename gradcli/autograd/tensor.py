@@ -54,7 +54,12 @@ def _dim(dim: Any, ndim: int) -> int:
 
 
 class Tensor:
-    """An n-dimensional array that records the operations made on it, for backpropagation."""
+    """An n-dimensional array that records the operations made on it, for backpropagation.
+
+    Made by :func:`tensor`, :func:`from_numpy`, the constructors and the operations, never
+    by calling the class with data: with no ``__init__`` of its own, ``Tensor()`` is a plain
+    type call, the cheapest way to make the object every operation makes (each op then sets
+    every field itself)."""
 
     __slots__ = ("__weakref__", "_acc", "data", "grad", "grad_fn", "label", "requires_grad")
     __array_ufunc__ = None  # make ndarray (op) Tensor defer to Tensor's reflected operators
@@ -67,17 +72,6 @@ class Tensor:
     label: str | None
     #: a leaf's accumulator, weakly (see :func:`accumulator`)
     _acc: weakref.ref[AccumulateGrad] | None
-
-    def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None) -> None:
-        arr = np.asarray(data.data if isinstance(data, Tensor) else data, dtype=dtype)
-        if arr.dtype.kind != "f":
-            arr = arr.astype(np.float64)
-        self.data = arr
-        self.grad = None
-        self.requires_grad = bool(requires_grad)
-        self.grad_fn = None
-        self.label = None
-        self._acc = None
 
     # --- basic properties ---------------------------------------------------------
     @property
@@ -264,12 +258,9 @@ class Tensor:
         ) -> None: ...
 
 
-_new = Tensor.__new__
-
-
 def const(data: Any, requires_grad: bool = False) -> Tensor:
     """Wrap an array as a leaf tensor (no copy), one that requires no grad by default."""
-    t = Tensor.__new__(Tensor)
+    t = Tensor()
     # NumPy returns scalars, not 0-d arrays, from ufuncs on 0-d input: keep arrays only.
     t.data = data if type(data) is _ndarray else as_data(data)
     t.grad = None
@@ -290,7 +281,7 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
     dt = arr.dtype
     if dt is not _FLOAT64 and dt.kind != "f":
         arr = arr.astype(_FLOAT64)
-    t = _new(Tensor)
+    t = Tensor()
     t.data = arr
     t.grad = None
     t.requires_grad = requires_grad is True or bool(requires_grad)
@@ -406,7 +397,7 @@ def record(
     it, an evaluation making this op from a value of the inputs is not replayed."""
     if type(out) is not _ndarray:
         out = as_data(out)
-    t = _new(Tensor)
+    t = Tensor()
     t.data = out
     t.grad = None
     t.label = None
