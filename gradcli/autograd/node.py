@@ -21,11 +21,10 @@ if TYPE_CHECKING:
     from .registry import Primitive
     from .tensor import Tensor
 
-#: every node gets the next number when it is made, so a node's inputs always have smaller
-#: numbers than the node: backward visits nodes by decreasing number. The hot paths call
-#: ``next(SEQ)``: the builtin costs less than the bound ``__next__`` (a method wrapper)
+#: every node gets the next number when it is made, ``next(SEQ)``, so a node's inputs always
+#: have smaller numbers than the node: backward visits nodes by decreasing number (the
+#: builtin next costs less than the counter's bound ``__next__``, a method wrapper)
 SEQ = itertools.count()
-next_seq = SEQ.__next__
 
 #: how a primitive of one elementwise input gives its VJP: a general rule, ``g * factor``
 #: or ``g / divisor`` (see families.unary)
@@ -96,11 +95,11 @@ class AccumulateGrad:
     __slots__ = ("__weakref__", "seq", "uses", "variable")
 
     prim = None
+    variable: Tensor
+    seq: int
+    uses: int
 
-    def __init__(self, variable: Tensor) -> None:
-        self.variable = variable
-        self.seq = next_seq()
-        self.uses = 0
+    # No __init__, as Node has none: made by tensor.accumulator(), which sets every field.
 
     def name(self) -> str:
         return "AccumulateGrad"

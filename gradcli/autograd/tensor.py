@@ -338,8 +338,8 @@ def accumulator(x: Tensor) -> AccumulateGrad:
     leaf outliving its graphs holds no node and no cycle is made."""
     ref = x._acc
     acc = ref() if ref is not None else None
-    if acc is None:  # AccumulateGrad(x) written out: W1 makes two a call
-        acc = _new_acc(AccumulateGrad)
+    if acc is None:  # W1 makes two a call
+        acc = AccumulateGrad()
         acc.variable = x
         acc.seq = next(SEQ)
         acc.uses = 0
@@ -347,7 +347,6 @@ def accumulator(x: Tensor) -> AccumulateGrad:
     return acc
 
 
-_new_acc = AccumulateGrad.__new__
 _weakref = weakref.ref
 
 
