@@ -157,6 +157,7 @@ def binary(
     OPS[name] = prim
     save_x, save_y = prim.save_in or (False, False)
     keep_inputs = bool(prim.save_in)
+    keep_both = save_x and save_y
     save_ans = prim.save_ans
     state = _state.STATE
     off_default = _state.OFF_DEFAULT
@@ -166,33 +167,42 @@ def binary(
     # The hot path of every elementwise op of two inputs: record() written out, the edges
     # inlined.
     def apply(x: Any, y: Any) -> Tensor:
-        if type(x) is Tensor and type(y) is Tensor:
+        if type(x) is Tensor:
             xd = x.data
-            yd = y.data
-            xs = xd.shape
-            ys = yd.shape
-            shapes = None
-            if xs != ys:
-                shapes = (xs, ys)  # backward sums the gradients back down
-                # A one-element operand never grows the result: only then is a check needed.
-                if xd.size != 1 and yd.size != 1:
-                    check_broadcast(name, xs, ys)
-        else:
-            # A Python float beside a float64 tensor: its cached constant, found here
-            # without the general conversion (``h * y + 0.5``).
-            c = None
-            if type(y) is float and type(x) is Tensor and x.data.dtype is f64:
-                c = f64_scalars.get(y)
-                if c is not None:
-                    y = c
-            elif type(x) is float and type(y) is Tensor and y.data.dtype is f64:
-                c = f64_scalars.get(x)
-                if c is not None:
-                    x = c
-            if c is None:
-                x, y, shapes = _operands(name, x, y)
+            if type(y) is Tensor:
+                yd = y.data
+                xs = xd.shape
+                ys = yd.shape
+                if xs == ys:
+                    shapes = None
+                else:
+                    shapes = (xs, ys)  # backward sums the gradients back down
+                    # A one-element operand never grows the result: only then is a check
+                    # needed.
+                    if xd.size != 1 and yd.size != 1:
+                        check_broadcast(name, xs, ys)
+            elif type(y) is float and xd.dtype is f64 and (c := f64_scalars.get(y)) is not None:
+                # A Python float beside a float64 tensor: its cached constant, found here
+                # without the general conversion (``h * y + 0.5``); a 0-d constant never
+                # grows the result.
+                y = c
+                yd = c.data
+                shapes = None
             else:
-                shapes = None  # a 0-d constant never grows the result
+                x, y, shapes = _operands(name, x, y)
+                xd = x.data
+                yd = y.data
+        elif (
+            type(x) is float
+            and type(y) is Tensor
+            and (yd := y.data).dtype is f64
+            and (c := f64_scalars.get(x)) is not None
+        ):
+            x = c
+            xd = c.data
+            shapes = None
+        else:
+            x, y, shapes = _operands(name, x, y)
             xd = x.data
             yd = y.data
         out = run(xd, yd)
@@ -204,22 +214,29 @@ def binary(
         t.label = None
         if (x.requires_grad or y.requires_grad) and (not off_default or state.mode):
             tx = x.grad_fn
-            if tx is None and x.requires_grad:
-                tx = accumulator(x)
             if tx is not None:
                 tx.uses += 1
+            elif x.requires_grad:
+                tx = accumulator(x)
+                tx.uses += 1
             ty = y.grad_fn
-            if ty is None and y.requires_grad:
+            if ty is not None:
+                ty.uses += 1
+            elif y.requires_grad:
                 ref = y._acc  # accumulator(y) inlined: a leaf used again (W2's y)
                 ty = ref() if ref is not None else None
                 if ty is None:
                     ty = accumulator(y)
-            if ty is not None:
                 ty.uses += 1
             node = Node()  # no __init__: the quickest way to make one
             node.prim = prim
             node.next = (tx, ty)
-            node.saved = (xd if save_x else None, yd if save_y else None) if keep_inputs else ()
+            if not keep_inputs:
+                node.saved = ()
+            elif keep_both:
+                node.saved = (xd, yd)
+            else:
+                node.saved = (xd if save_x else None, yd if save_y else None)
             node.ans = out if save_ans else None
             node.ctx = shapes
             node.seq = next(SEQ)
