@@ -392,9 +392,6 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
     owned: set[Any] = set()
     queue: list[tuple[int, Any]] = []
     popq = heapq.heappop
-    pop = grads.pop
-    take = ready.pop
-    ready_append = ready.append
     ndarray = _ndarray
     big = INPLACE_MIN
     # No grad mode to switch: rules here see arrays only (never a tensor), so nothing they
@@ -403,16 +400,29 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
     while True:
         if node is None:
             if ready:
-                node, gnode, own = take()
+                node, gnode, own = ready.pop()
             elif queue:
                 node = popq(queue)[1]
-                gnode = pop(node)
+                gnode = grads.pop(node)
                 own = node in owned
             else:
                 break
         prim = node.prim
         if prim is None:
-            _accumulate(node.variable, gnode, own, False)
+            t = node.variable
+            if own and t.grad is None and gnode.dtype is t.data.dtype:
+                # _accumulate's common case written out: a leaf's first gradient, a
+                # buffer of our own of its dtype, taken as .grad without a copy
+                grad = Tensor()
+                grad.data = gnode
+                grad.grad = None
+                grad.requires_grad = False
+                grad.grad_fn = None
+                grad.label = None
+                grad._acc = None
+                t.grad = grad
+            else:
+                _accumulate(t, gnode, own, False)
             node = None
             continue
         if node.retained is not None:
@@ -485,7 +495,7 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
                 _collect(to, gnode, False, grads, owned, queue)
             if other.uses == 1:
                 if node is not None:
-                    ready_append((node, gnode, False))
+                    ready.append((node, gnode, False))
                 node = other
             elif other in owned:
                 grads[other] += gnode
@@ -520,7 +530,7 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
                     fresh = type(pg) is ndarray and pg.base is None
                 if other.uses == 1:
                     if nxt is not None:
-                        ready_append((nxt, gnxt, own))
+                        ready.append((nxt, gnxt, own))
                     nxt, gnxt, own = other, pg, fresh
                 elif other in owned:
                     grads[other] += pg
@@ -562,7 +572,7 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
             fresh = pg is not gnode and type(pg) is ndarray and pg.base is None
             if to.uses == 1:
                 if nxt is not None:
-                    ready_append((nxt, gnxt, own))
+                    ready.append((nxt, gnxt, own))
                 nxt, gnxt, own = to, pg, fresh
             elif to in owned:
                 grads[to] += pg  # a later term into a buffer of ours (_collect's case)
