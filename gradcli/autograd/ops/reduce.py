@@ -195,7 +195,13 @@ def reduce(prim: Primitive, x: Any, axis: Any, keepdims: bool, *extra: Any) -> T
     saved = (xd,) if prim.save_in else ()
     if type(xd) is _ndarray and (not OFF_DEFAULT or STATE.mode <= GRAD):
         # No plan is recorded and no graph traced (docs/engine.md, "Replay"): the op needs
-        # no redo, and making one (a closure a call) cost a fifth of a small sum.
+        # no redo, and making one (a closure a call) cost a fifth of a small sum. A sum of
+        # floats is _on_numpy's first case written out (every loss.sum() comes here).
+        if prim is SUM:
+            out = NUMPY.sum_array(xd, axes, keep)
+            if out.dtype is not xd.dtype:  # an integer tensor's sum: back to its dtype
+                out = NUMPY.asarray(out, dtype=xd.dtype)
+            return record(out, prim, (x,), saved, ctx)
         return record(_on_numpy(prim, xd, axes, keep, extra), prim, (x,), saved, ctx)
 
     def redo(xd: Any) -> Any:
