@@ -385,6 +385,8 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
     node: Any = root
     gnode: Any = g
     own = False
+    saved: Any = ()
+    ans: Any = None
     ready: list[tuple[Any, Any, bool]] = []
     nxt: Any = None
     gnxt: Any = None
@@ -394,6 +396,8 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
     popq = heapq.heappop
     ndarray = _ndarray
     big = INPLACE_MIN
+    # the module's constants as locals: a local is read for less than a global
+    freed, factor, of_ans, walk_sum, walk_product = FREED, FACTOR, ANS, WALK_SUM, WALK_PRODUCT
     # No grad mode to switch: rules here see arrays only (never a tensor), so nothing they
     # do is recorded. backward() calls it through NUMPY.quietly: its floating-point errors
     # are expected, never reported (docs/engine.md, "Backward").
@@ -409,6 +413,7 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
                 break
         prim = node.prim
         if prim is None:
+            saved = ans = None  # not alive while a leaf's gradient is copied
             t = node.variable
             if own and t.grad is None and gnode.dtype is t.data.dtype:
                 # _accumulate's common case written out: a leaf's first gradient, a
@@ -428,15 +433,16 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
         if node.retained is not None:
             kept = node.retained()
             if kept is not None:
+                saved = ans = None
                 _accumulate(kept, gnode, False, False)
         form, local_rule, nary, vjps, broadcasts, nsaved, saves, direct, walk = prim.plan
         if saves:
             saved = node.saved
-            if saved is FREED:
+            if saved is freed:
                 raise RuntimeError(FREED_MESSAGE)
             ans = node.ans
             if release:
-                node.saved = FREED
+                node.saved = freed
                 node.ans = None
         else:
             saved = ()
@@ -445,30 +451,31 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
             # g * factor or g / divisor (see run)
             to = node.next[0]
             if direct is not None:  # a saved value (Primitive.direct): no call
-                local = ans if direct == ANS else saved[direct]
+                local = ans if direct == of_ans else saved[direct]
             elif nsaved:
                 local = local_rule(xp, ans, node.ctx, saved[0])
             else:
                 local = local_rule(xp, ans, node.ctx)
             if own and gnode.size >= big and fits_into(local, gnode):
-                if form == FACTOR:
+                if form == factor:
                     NUMPY.multiply_into(gnode, local)
                 else:
                     NUMPY.divide_into(gnode, local)
             else:
-                gnode = gnode * local if form == FACTOR else gnode / local
+                gnode = gnode * local if form == factor else gnode / local
                 own = type(gnode) is ndarray
-            local = saved = ans = None
+            local = None  # saved and ans: replaced by the next node's, or released first
             if to.uses == 1:
                 node = to
                 continue
+            saved = ans = None  # not alive while _collect adds
             _collect(to, gnode, own, grads, owned, queue)
             node = gnode = None
             continue
         edges = node.next
         ctx = node.ctx
         shapes = ctx if broadcasts else None
-        if walk == WALK_SUM and shapes is None:
+        if walk == walk_sum and shapes is None:
             # add, nothing broadcast: g itself goes on, to one input (x + 0.5) or to both
             # (a * b + b). The same steps as the loop below.
             to, other = edges
@@ -504,7 +511,7 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
             if node is None:
                 gnode = None
             continue
-        elif walk == WALK_PRODUCT:
+        elif walk == walk_product:
             # mul: g times the other input for each input, the loop below unrolled
             node = nxt = None
             to, other = edges

@@ -60,6 +60,7 @@ def unary(
     OPS[name] = prim
     save_x = bool(prim.save_in)
     save_ans = prim.save_ans
+    keep_ans_only = save_ans and not save_x
     state = _state.STATE
     off_default = _state.OFF_DEFAULT
 
@@ -85,8 +86,12 @@ def unary(
                 to = accumulator(x)
             to.uses += 1
             node.next = (to,)
-            node.saved = (xd,) if save_x else ()
-            node.ans = out if save_ans else None
+            if keep_ans_only:  # exp, tanh, sigmoid, sqrt: the flags tested once
+                node.saved = ()
+                node.ans = out
+            else:
+                node.saved = (xd,) if save_x else ()
+                node.ans = out if save_ans else None
             node.ctx = None
             node.seq = next(SEQ)
             node.uses = 0
@@ -233,11 +238,13 @@ def binary(
             node.next = (tx, ty)
             if not keep_inputs:
                 node.saved = ()
-            elif keep_both:
+                node.ans = out if save_ans else None
+            elif keep_both and not save_ans:  # mul: the flags tested once
                 node.saved = (xd, yd)
+                node.ans = None
             else:
                 node.saved = (xd if save_x else None, yd if save_y else None)
-            node.ans = out if save_ans else None
+                node.ans = out if save_ans else None
             node.ctx = shapes
             node.seq = next(SEQ)
             node.uses = 0
