@@ -423,7 +423,6 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
                 grad.grad = None
                 grad.requires_grad = False
                 grad.grad_fn = None
-                grad.label = None
                 grad._acc = None
                 t.grad = grad
             else:
@@ -678,7 +677,6 @@ def _accumulate(t: Tensor, g: Any, owned: bool, create_graph: bool) -> None:
         grad.grad = None
         grad.requires_grad = False
         grad.grad_fn = None
-        grad.label = None
         grad._acc = None
         t.grad = grad
     else:

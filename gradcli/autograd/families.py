@@ -77,7 +77,6 @@ def unary(
         t = Tensor()  # no __init__ (see Tensor): a plain type call
         t.data = out
         t.grad = None
-        t.label = None
         if x.requires_grad and (not off_default or state.mode):
             node = Node()  # no __init__: the quickest way to make one
             node.prim = prim
@@ -216,7 +215,6 @@ def binary(
         t = Tensor()  # no __init__ (see Tensor): a plain type call
         t.data = out
         t.grad = None
-        t.label = None
         if (x.requires_grad or y.requires_grad) and (not off_default or state.mode):
             tx = x.grad_fn
             if tx is not None:

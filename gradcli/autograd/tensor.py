@@ -61,19 +61,28 @@ class Tensor:
     type call, the cheapest way to make the object every operation makes (each op then sets
     every field itself)."""
 
-    __slots__ = ("__weakref__", "_acc", "data", "grad", "grad_fn", "label", "requires_grad")
+    __slots__ = ("__weakref__", "_acc", "_label", "data", "grad", "grad_fn", "requires_grad")
     __array_ufunc__ = None  # make ndarray (op) Tensor defer to Tensor's reflected operators
 
     data: Any
     grad: Tensor | None
     requires_grad: bool
     grad_fn: Node | None
-    #: the name shown by ``gradcli graph`` (an input's or a binding's)
-    label: str | None
     #: a leaf's accumulator, weakly (see :func:`accumulator`)
     _acc: weakref.ref[AccumulateGrad] | None
 
     # --- basic properties ---------------------------------------------------------
+    @property
+    def label(self) -> str | None:
+        """The name shown by ``gradcli graph`` and ``explain`` (an input's or a binding's),
+        None for any other tensor. Set only where a name is given: the operations, which
+        make every tensor, leave it unset (one store less each)."""
+        return getattr(self, "_label", None)
+
+    @label.setter
+    def label(self, name: str | None) -> None:
+        self._label = name
+
     @property
     def shape(self) -> tuple[int, ...]:
         return self.data.shape
@@ -266,7 +275,6 @@ def const(data: Any, requires_grad: bool = False) -> Tensor:
     t.grad = None
     t.requires_grad = bool(requires_grad)
     t.grad_fn = None
-    t.label = None
     t._acc = None
     return t
 
@@ -286,7 +294,6 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
     t.grad = None
     t.requires_grad = requires_grad is True or bool(requires_grad)
     t.grad_fn = None
-    t.label = None
     t._acc = None
     return t
 
@@ -399,7 +406,6 @@ def record(
     t = Tensor()
     t.data = out
     t.grad = None
-    t.label = None
     # As the elementwise families' apply: the thread's mode is read only when OFF_DEFAULT
     # says some thread is off the default (docs/engine.md, "State").
     for x in inputs:
