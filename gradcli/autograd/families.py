@@ -160,8 +160,8 @@ def binary(
     )  # fmt: skip
     OPS[name] = prim
     save_x, save_y = prim.save_in or (False, False)
-    keep_inputs = bool(prim.save_in)
-    keep_both = save_x and save_y
+    keeps_nothing = not prim.save_in and not prim.save_ans
+    keeps_inputs_only = save_x and save_y and not prim.save_ans
     save_ans = prim.save_ans
     state = _state.STATE
     off_default = _state.OFF_DEFAULT
@@ -222,22 +222,23 @@ def binary(
             elif x.requires_grad:
                 tx = accumulator(x)
                 tx.uses += 1
-            ty = y.grad_fn
-            if ty is not None:
-                ty.uses += 1
-            elif y.requires_grad:
-                ref = y._acc  # accumulator(y) inlined: a leaf used again (W2's y)
-                ty = ref() if ref is not None else None
+            if y.requires_grad:  # (a constant, h + 0.5's, settled by one test)
+                ty = y.grad_fn
                 if ty is None:
-                    ty = accumulator(y)
+                    ref = y._acc  # accumulator(y) inlined: a leaf used again (W2's y)
+                    ty = ref() if ref is not None else None
+                    if ty is None:
+                        ty = accumulator(y)
                 ty.uses += 1
+            else:
+                ty = None
             node = Node()  # no __init__: the quickest way to make one
             node.prim = prim
             node.next = (tx, ty)
-            if not keep_inputs:
+            if keeps_nothing:  # add, sub: the flags tested once
                 node.saved = ()
-                node.ans = out if save_ans else None
-            elif keep_both and not save_ans:  # mul: the flags tested once
+                node.ans = None
+            elif keeps_inputs_only:  # mul
                 node.saved = (xd, yd)
                 node.ans = None
             else:
