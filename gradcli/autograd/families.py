@@ -160,7 +160,8 @@ def binary(
     )  # fmt: skip
     OPS[name] = prim
     save_x, save_y = prim.save_in or (False, False)
-    keeps_nothing = not prim.save_in and not prim.save_ans
+    keeps_an_input = bool(prim.save_in)
+    keeps_nothing = not keeps_an_input and not prim.save_ans
     keeps_inputs_only = save_x and save_y and not prim.save_ans
     save_ans = prim.save_ans
     state = _state.STATE
@@ -242,7 +243,9 @@ def binary(
                 node.saved = (xd, yd)
                 node.ans = None
             else:
-                node.saved = (xd if save_x else None, yd if save_y else None)
+                node.saved = (
+                    (xd if save_x else None, yd if save_y else None) if keeps_an_input else ()
+                )
                 node.ans = out if save_ans else None
             node.ctx = shapes
             node.seq = next(SEQ)
