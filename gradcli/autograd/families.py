@@ -176,12 +176,10 @@ def binary(
             xd = x.data
             if type(y) is Tensor:
                 yd = y.data
-                xs = xd.shape
-                ys = yd.shape
-                if xs == ys:
+                if xd.shape == yd.shape:
                     shapes = None
                 else:
-                    shapes = (xs, ys)  # backward sums the gradients back down
+                    shapes = xs, ys = xd.shape, yd.shape  # backward sums gradients back down
                     # A one-element operand never grows the result: only then is a check
                     # needed.
                     if xd.size != 1 and yd.size != 1:
