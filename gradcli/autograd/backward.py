@@ -387,6 +387,9 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
     own = False
     saved: Any = ()
     ans: Any = None
+    # whether the gradient passed on is a large array, once a factor step has had to know:
+    # a factor or an elementwise product keeps its size, so a chain asks NumPy once
+    gbig: bool | None = None
     ready: list[tuple[Any, Any, bool]] = []
     nxt: Any = None
     gnxt: Any = None
@@ -403,6 +406,7 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
     # are expected, never reported (docs/engine.md, "Backward").
     while True:
         if node is None:
+            gbig = None
             if ready:
                 node, gnode, own = ready.pop()
             elif queue:
@@ -455,7 +459,12 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
                 local = local_rule(xp, ans, node.ctx, saved[0])
             else:
                 local = local_rule(xp, ans, node.ctx)
-            if own and gnode.size >= big and fits_into(local, gnode):
+            if (
+                own
+                and gbig is not False
+                and (gbig or (gbig := gnode.size >= big))
+                and fits_into(local, gnode)
+            ):
                 if form == factor:
                     NUMPY.multiply_into(gnode, local)
                 else:
@@ -546,6 +555,8 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
             if nxt is not None:
                 node, gnode = nxt, gnxt
                 gnxt = None
+                if shapes is not None or not broadcasts:
+                    gbig = None  # a gradient of another size
             else:
                 gnode = None
             continue
@@ -585,6 +596,7 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
             else:
                 _collect(to, pg, fresh, grads, owned, queue)
         pg = saved = ans = None
+        gbig = None  # a rule's gradient, of any size
         if nxt is not None:
             node, gnode = nxt, gnxt
             gnxt = None
