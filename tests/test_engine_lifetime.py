@@ -797,3 +797,65 @@ def test_backward_peak_memory_is_numpy_by_hands() -> None:
 
     assert _peak_in_arrays(w3a) <= _peak_in_arrays(w3a_hand) + 0.25
     assert _peak_in_arrays(w3b) <= _peak_in_arrays(w3b_hand) + 0.25
+
+
+# --------------------------------------------------------------------------------------
+# The per-operation fast paths (issue 11): what they skip is still done where it matters
+# --------------------------------------------------------------------------------------
+
+
+def test_backward_is_quiet_and_gives_numpys_error_state_back() -> None:
+    # sqrt's rule divides by zero at 0; with errors raised outside, backward still runs
+    # quietly, and the state is the caller's again afterwards, also when backward raises
+    x = gradcli.tensor([0.0, 4.0], requires_grad=True)
+    y = gradcli.sqrt(x).sum()
+    with np.errstate(all="raise"):
+        y.backward()
+        assert np.geterr()["divide"] == "raise"
+        with pytest.raises(RuntimeError, match=SECOND_TIME):
+            y.backward()
+        assert np.geterr() == {
+            "divide": "raise",
+            "over": "raise",
+            "under": "raise",
+            "invalid": "raise",
+        }
+    assert x.grad.tolist() == [np.inf, 0.25]
+
+
+@pytest.mark.parametrize("out_ellipsis", [True, False])
+def test_sum_is_an_array_of_the_inputs_dtype_with_or_without_numpys_out_ellipsis(
+    monkeypatch: pytest.MonkeyPatch, out_ellipsis: bool
+) -> None:
+    from gradcli.autograd import backend
+
+    if out_ellipsis and not backend._OUT_ARRAY:
+        pytest.skip("this NumPy takes no out=...")
+    monkeypatch.setattr(backend, "_OUT_ARRAY", out_ellipsis)
+    v = np.array([[0.1, 0.2, 0.3], [1e16, 1.0, -1e16]])
+    for data in (v, v.astype(np.float32)):
+        x = gradcli.tensor(data, requires_grad=True)
+        for axis, keepdims in ((None, False), (1, False), (0, True), ((0, 1), True)):
+            s = gradcli.sum(x, axis, keepdims)
+            want = np.sum(data, axis=axis, keepdims=keepdims)
+            assert type(s.data) is np.ndarray and s.data.dtype == data.dtype
+            assert s.data.shape == np.shape(want)
+            np.testing.assert_array_equal(s.data, want)
+
+
+def test_a_full_sums_gradient_viewed_from_the_shared_seed_is_never_handed_out() -> None:
+    # backward's seed and its broadcasts are shared, read-only values: every gradient a
+    # caller receives is its own, and writing into one changes no later backward pass
+    for _ in range(3):
+        x = gradcli.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        h = x * 2.0
+        h.retain_grad()
+        h.sum().backward()
+        (gx,) = gradcli.autograd.grad((x * 1.0).sum(), [x])
+        for got in (x.grad, h.grad, gx):
+            assert got.tolist() == ([2.0] * 3 if got is x.grad else [1.0] * 3)
+            assert got.data.flags.writeable and got.data.base is None
+            got.zero_()
+        y = gradcli.tensor([5.0, 6.0, 7.0], requires_grad=True)
+        y.sum().backward()
+        assert y.grad.tolist() == [1.0, 1.0, 1.0]

@@ -85,9 +85,27 @@ _COUNTING: dict[Any, Any] = {}
 
 
 _ADD_REDUCE: Any = np.add.reduce
+_new_array = np.ndarray
+#: backward's seed from a float64 scalar: one read-only 1.0 (backward.py), and the views
+#: of it broadcast to a shape (a full sum's gradient, where most backward passes start)
+ONE64 = np.ones((), np.float64)
+ONE64.flags.writeable = False
+_ONE64_VIEWS: dict[tuple[int, ...], Any] = {}
 _MULTIPLY_REDUCE: Any = np.multiply.reduce
 _MAXIMUM_REDUCE: Any = np.maximum.reduce
 _MINIMUM_REDUCE: Any = np.minimum.reduce
+
+
+def _takes_out_ellipsis() -> bool:
+    """Whether this NumPy's ufuncs take ``out=...`` (NumPy 2.3 on): the result is then an
+    array even when it is 0-d, where it would otherwise be a NumPy scalar."""
+    try:
+        return type(_ADD_REDUCE(np.zeros(2), out=...)) is np.ndarray
+    except (TypeError, ValueError):
+        return False
+
+
+_OUT_ARRAY = _takes_out_ellipsis()
 
 
 class NumpyBackend:
@@ -123,6 +141,15 @@ class NumpyBackend:
         return _ADD_REDUCE(x, axis=axis, keepdims=keepdims)
 
     @staticmethod
+    def sum_array(x: Any, axis: Any, keepdims: bool) -> Any:
+        """:meth:`sum` as an array when it is 0-d too (a full sum), never a NumPy scalar:
+        through ``out=...`` where NumPy takes it, else the scalar converted (the same
+        value); ``np.asarray`` on the scalar costs a quarter of a small sum."""
+        if _OUT_ARRAY:
+            return _ADD_REDUCE(x, axis=axis, keepdims=keepdims, out=...)
+        return np.asarray(_ADD_REDUCE(x, axis=axis, keepdims=keepdims))
+
+    @staticmethod
     def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         return _MULTIPLY_REDUCE(x, axis=axis, keepdims=keepdims)
 
@@ -149,10 +176,19 @@ class NumpyBackend:
         """A read-only view of ``x`` broadcast to ``shape``. A single value (the gradient
         of a full sum) is viewed with zero strides directly: np.broadcast_to costs 2.5 µs
         a call, a third of a small backward pass."""
+        if x is ONE64 and type(shape) is tuple:
+            # backward's seed (a float64 scalar's): its views are made once per shape,
+            # being read-only views of a read-only value
+            view = _ONE64_VIEWS.get(shape)
+            if view is None:
+                view = _new_array(shape, ONE64.dtype, ONE64, 0, (0,) * len(shape))
+                if len(_ONE64_VIEWS) < 256:
+                    _ONE64_VIEWS[shape] = view
+            return view
         if type(x) is not np.ndarray:
             x = np.asarray(x)  # a NumPy scalar
-        if x.ndim == 0:
-            return np.ndarray(shape, x.dtype, buffer=x, strides=(0,) * len(shape))
+        if x.ndim == 0:  # (positional arguments: NumPy parses keywords at length)
+            return _new_array(shape, x.dtype, x, 0, (0,) * len(shape))
         return np.broadcast_to(x, shape)
 
     @staticmethod
@@ -260,6 +296,21 @@ class NumpyBackend:
     def quiet() -> Any:
         """No floating-point reports (the backward pass: 0 * inf in a mask is expected)."""
         return _Quiet() if _QUIET is not None else np.errstate(all="ignore")
+
+    @staticmethod
+    def quietly(fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` under :meth:`quiet`, the state set and reset directly: a
+        ``with NUMPY.quiet()`` block makes an object and calls three methods, 2.5% of the
+        tutorial's whole call (W1)."""
+        if _QUIET is None:
+            with np.errstate(all="ignore"):
+                return fn(*args)
+        var = _QUIET[0]
+        token = var.set(_QUIET[1])
+        try:
+            return fn(*args)
+        finally:
+            var.reset(token)
 
     @staticmethod
     def count_errors(callback: Callable[[str, int], None]) -> Any:

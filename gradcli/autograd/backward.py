@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import ShapeError
 from ..i18n import msg
 from . import registry
-from .backend import NUMPY, as_data, backend_of
+from .backend import NUMPY, ONE64, as_data, backend_of
 from .node import (
     ANS,
     FACTOR,
@@ -86,6 +86,7 @@ def _own(g: Any, dtype: Any = None) -> Any:
 
 
 _ONES: dict[Any, Any] = {}
+_FLOAT64 = np.dtype(np.float64)
 
 
 def _ones(like: Any) -> Any:
@@ -99,6 +100,10 @@ def _ones(like: Any) -> Any:
     return one
 
 
+# the seed of a float64 scalar, the common case (a full sum of it is viewed without a call)
+_ONE64 = _ONES[(_FLOAT64, ())] = ONE64
+
+
 def _root(out: Tensor) -> Node | AccumulateGrad:
     root = edge(out)
     if root is None:
@@ -106,11 +111,20 @@ def _root(out: Tensor) -> Node | AccumulateGrad:
     return root
 
 
-def backward(out: Tensor, gradient: Any, retain_graph: bool | None, create_graph: bool) -> None:
-    """Accumulate d out / d leaf into every leaf's ``.grad``."""
+def backward(
+    out: Tensor, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
+) -> None:
+    """Accumulate d out / d leaf into every leaf's ``.grad`` (PyTorch's semantics); this is
+    ``Tensor.backward``.
+
+    The values the graph saved are released afterwards unless ``retain_graph``
+    (default: ``create_graph``); a second backward through them raises, as in torch.
+    """
     root = out.grad_fn or _root(out)
-    if gradient is None and not create_graph and out.data.size == 1:
-        g = _ones(out.data)  # the common case, without the general checks
+    data = out.data
+    if gradient is None and not create_graph and data.size == 1:
+        # the common case, without the general checks; a float64 scalar's one directly
+        g = _ONE64 if data.ndim == 0 and data.dtype is _FLOAT64 else _ones(data)
     else:
         g = _seed(out, gradient, "backward: gradient", create_graph)
     retain = create_graph if retain_graph is None else bool(retain_graph)
@@ -120,9 +134,20 @@ def backward(out: Tensor, gradient: Any, retain_graph: bool | None, create_graph
     elif create_graph:
         run(root, g, True, retain, None)
     elif type(out.data) is _ndarray:
-        _run_plain(root, g, not retain, registry.namespaces()[0])
+        NUMPY.quietly(_run_plain, root, g, not retain, _ARRAYS or _arrays())
     else:  # another backend's arrays (docs/engine.md, "Backends")
-        _run_plain(root, g, not retain, registry.array_namespace(backend_of(out.data)))
+        xp = registry.array_namespace(backend_of(out.data))
+        NUMPY.quietly(_run_plain, root, g, not retain, xp)
+
+
+#: NumPy's array namespace, once the registry has made it (see _arrays)
+_ARRAYS: Any = None
+
+
+def _arrays() -> Any:
+    global _ARRAYS
+    _ARRAYS = registry.namespaces()[0]
+    return _ARRAYS
 
 
 def grad(
@@ -360,6 +385,11 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
     node: Any = root
     gnode: Any = g
     own = False
+    saved: Any = ()
+    ans: Any = None
+    # whether the gradient passed on is a large array, once a factor step has had to know:
+    # a factor or an elementwise product keeps its size, so a chain asks NumPy once
+    gbig: bool | None = None
     ready: list[tuple[Any, Any, bool]] = []
     nxt: Any = None
     gnxt: Any = None
@@ -367,166 +397,211 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
     owned: set[Any] = set()
     queue: list[tuple[int, Any]] = []
     popq = heapq.heappop
-    pop = grads.pop
-    take = ready.pop
-    ready_append = ready.append
     ndarray = _ndarray
     big = INPLACE_MIN
+    # the module's constants as locals: a local is read for less than a global
+    freed, factor, of_ans, walk_sum, walk_product = FREED, FACTOR, ANS, WALK_SUM, WALK_PRODUCT
     # No grad mode to switch: rules here see arrays only (never a tensor), so nothing they
-    # do is recorded.
-    with NUMPY.quiet():
-        while True:
-            if node is None:
-                if ready:
-                    node, gnode, own = take()
-                elif queue:
-                    node = popq(queue)[1]
-                    gnode = pop(node)
-                    own = node in owned
-                else:
-                    break
-            prim = node.prim
-            if prim is None:
-                _accumulate(node.variable, gnode, own, False)
-                node = None
-                continue
-            if node.retained is not None:
-                kept = node.retained()
-                if kept is not None:
-                    _accumulate(kept, gnode, False, False)
-            form, local_rule, nary, vjps, broadcasts, nsaved, saves, direct, walk = prim.plan
-            if saves:
-                saved = node.saved
-                if saved is FREED:
-                    raise RuntimeError(FREED_MESSAGE)
-                ans = node.ans
-                if release:
-                    node.saved = FREED
-                    node.ans = None
+    # do is recorded. backward() calls it through NUMPY.quietly: its floating-point errors
+    # are expected, never reported (docs/engine.md, "Backward").
+    while True:
+        if node is None:
+            gbig = None
+            if ready:
+                node, gnode, own = ready.pop()
+            elif queue:
+                node = popq(queue)[1]
+                gnode = grads.pop(node)
+                own = node in owned
             else:
-                saved = ()
-                ans = None
-            if form:
-                # g * factor or g / divisor (see run)
-                to = node.next[0]
-                if direct is not None:  # a saved value (Primitive.direct): no call
-                    local = ans if direct == ANS else saved[direct]
-                elif nsaved:
-                    local = local_rule(xp, ans, node.ctx, saved[0])
+                break
+        prim = node.prim
+        if prim is None:
+            saved = ans = None  # not alive while a leaf's gradient is copied
+            t = node.variable
+            if own and t.grad is None and gnode.dtype is t.data.dtype:
+                # _accumulate's common case written out: a leaf's first gradient, a
+                # buffer of our own of its dtype, taken as .grad without a copy
+                grad = Tensor()
+                grad.data = gnode
+                grad.grad = None
+                grad.requires_grad = False
+                grad.grad_fn = None
+                grad._acc = None
+                t.grad = grad
+            else:
+                _accumulate(t, gnode, own, False)
+            node = None
+            continue
+        if node.retained is not None:
+            kept = node.retained()
+            if kept is not None:
+                saved = ans = None
+                _accumulate(kept, gnode, False, False)
+        form, local_rule, nary, vjps, broadcasts, nsaved, saves, direct, walk = prim.plan
+        if saves:
+            saved = node.saved
+            if saved is freed:
+                raise RuntimeError(FREED_MESSAGE)
+            ans = node.ans
+            if release:
+                node.saved = freed
+                node.ans = None
+        else:
+            saved = ()
+            ans = None
+        if form:
+            # g * factor or g / divisor (see run)
+            to = node.next[0]
+            if direct is not None:  # a saved value (Primitive.direct): no call
+                local = ans if direct == of_ans else saved[direct]
+            elif nsaved:
+                local = local_rule(xp, ans, node.ctx, saved[0])
+            else:
+                local = local_rule(xp, ans, node.ctx)
+            if (
+                own
+                and gbig is not False
+                and (gbig or (gbig := gnode.size >= big))
+                and fits_into(local, gnode)
+            ):
+                if form == factor:
+                    NUMPY.multiply_into(gnode, local)
                 else:
-                    local = local_rule(xp, ans, node.ctx)
-                if own and gnode.size >= big and fits_into(local, gnode):
-                    if form == FACTOR:
-                        NUMPY.multiply_into(gnode, local)
-                    else:
-                        NUMPY.divide_into(gnode, local)
-                else:
-                    gnode = gnode * local if form == FACTOR else gnode / local
-                    own = type(gnode) is ndarray
-                local = saved = ans = None
+                    NUMPY.divide_into(gnode, local)
+            else:
+                gnode = gnode * local if form == factor else gnode / local
+                own = type(gnode) is ndarray
+            local = None  # saved and ans: replaced by the next node's, or released first
+            if to.uses == 1:
+                node = to
+                continue
+            saved = ans = None  # not alive while _collect adds
+            _collect(to, gnode, own, grads, owned, queue)
+            node = gnode = None
+            continue
+        edges = node.next
+        ctx = node.ctx
+        shapes = ctx if broadcasts else None
+        if walk == walk_sum and shapes is None:
+            # add, nothing broadcast: g itself goes on, to one input (x + 0.5) or to both
+            # (a * b + b). The same steps as the loop below.
+            to, other = edges
+            own = False  # g is now shared by this node's inputs (the loop's `fresh`)
+            if to is None or other is None:
+                if to is None:
+                    to = other
                 if to.uses == 1:
                     node = to
                     continue
-                _collect(to, gnode, own, grads, owned, queue)
-                node = gnode = None
-                continue
-            edges = node.next
-            ctx = node.ctx
-            shapes = ctx if broadcasts else None
-            if walk == WALK_SUM and shapes is None:
-                # add, nothing broadcast: g itself goes on, here to one input (x + 0.5;
-                # both are the loop's case). The same steps as the loop below.
-                to, other = edges
-                if to is None or other is None:
-                    if to is None:
-                        to = other
-                    own = False  # g is now shared by this node's input (the loop's `fresh`)
-                    if to.uses == 1:
-                        node = to
-                        continue
-                    node = None
-                    if to in owned:
-                        grads[to] += gnode
-                    else:
-                        _collect(to, gnode, False, grads, owned, queue)
-                    gnode = None
-                    continue
-            elif walk == WALK_PRODUCT:
-                # mul: g times the other input for each input, the loop below unrolled
-                node = nxt = None
-                to, other = edges
-                if to is not None:
-                    pg = gnode * saved[direct[0]]
-                    if shapes is not None and pg.shape != shapes[0]:
-                        pg = xp.sum_to(pg, shapes[0])
-                    fresh = type(pg) is ndarray and pg.base is None
-                    if to.uses == 1:
-                        nxt, gnxt, own = to, pg, fresh
-                    elif to in owned:
-                        grads[to] += pg
-                    else:
-                        _collect(to, pg, fresh, grads, owned, queue)
-                if other is not None:
-                    pg = gnode * saved[direct[1]]
-                    if shapes is not None and pg.shape != shapes[1]:
-                        pg = xp.sum_to(pg, shapes[1])
-                    fresh = type(pg) is ndarray and pg.base is None
-                    if other.uses == 1:
-                        if nxt is not None:
-                            ready_append((nxt, gnxt, own))
-                        nxt, gnxt, own = other, pg, fresh
-                    elif other in owned:
-                        grads[other] += pg
-                    else:
-                        _collect(other, pg, fresh, grads, owned, queue)
-                pg = saved = None
-                if nxt is not None:
-                    node, gnode = nxt, gnxt
-                    gnxt = None
+                node = None
+                if to in owned:
+                    grads[to] += gnode
                 else:
-                    gnode = None
+                    _collect(to, gnode, False, grads, owned, queue)
+                gnode = None
                 continue
+            node = None
+            if to.uses == 1:
+                node = to
+            elif to in owned:
+                grads[to] += gnode
+            else:
+                _collect(to, gnode, False, grads, owned, queue)
+            if other.uses == 1:
+                if node is not None:
+                    ready.append((node, gnode, False))
+                node = other
+            elif other in owned:
+                grads[other] += gnode
+            else:
+                _collect(other, gnode, False, grads, owned, queue)
+            if node is None:
+                gnode = None
+            continue
+        elif walk == walk_product:
+            # mul: g times the other input for each input, the loop below unrolled
             node = nxt = None
-            i = -1
-            for to in edges:
-                i += 1
-                if to is None:
-                    continue
-                if nary:
-                    pg = vjps[0](xp, gnode, ans, ctx, i)
-                else:
-                    rule = vjps[i]
-                    if rule is identity:
-                        pg = gnode
-                    elif rule is None:
-                        continue
-                    elif direct is not None:  # g times a saved input (Primitive.direct)
-                        pg = gnode * saved[direct[i]]
-                    elif nsaved == 2:
-                        pg = rule(xp, gnode, ans, ctx, saved[0], saved[1])
-                    elif nsaved == 0:
-                        pg = rule(xp, gnode, ans, ctx)
-                    else:
-                        pg = rule(xp, gnode, ans, ctx, *saved)
-                    if pg is None:
-                        continue
-                if shapes is not None and pg.shape != shapes[i]:
-                    pg = xp.sum_to(pg, shapes[i])
-                fresh = pg is not gnode and type(pg) is ndarray and pg.base is None
+            to, other = edges
+            if to is not None:
+                # a product is a new array (its base None), a NumPy scalar or another
+                # backend's array; a gradient summed back down may be a view
+                pg = gnode * saved[direct[0]]
+                fresh = type(pg) is ndarray
+                if shapes is not None and pg.shape != shapes[0]:
+                    pg = xp.sum_to(pg, shapes[0])
+                    fresh = type(pg) is ndarray and pg.base is None
                 if to.uses == 1:
-                    if nxt is not None:
-                        ready_append((nxt, gnxt, own))
                     nxt, gnxt, own = to, pg, fresh
                 elif to in owned:
-                    grads[to] += pg  # a later term into a buffer of ours (_collect's case)
+                    grads[to] += pg
                 else:
                     _collect(to, pg, fresh, grads, owned, queue)
-            pg = saved = ans = None
+            if other is not None:
+                pg = gnode * saved[direct[1]]
+                fresh = type(pg) is ndarray
+                if shapes is not None and pg.shape != shapes[1]:
+                    pg = xp.sum_to(pg, shapes[1])
+                    fresh = type(pg) is ndarray and pg.base is None
+                if other.uses == 1:
+                    if nxt is not None:
+                        ready.append((nxt, gnxt, own))
+                    nxt, gnxt, own = other, pg, fresh
+                elif other in owned:
+                    grads[other] += pg
+                else:
+                    _collect(other, pg, fresh, grads, owned, queue)
+            pg = saved = None
             if nxt is not None:
                 node, gnode = nxt, gnxt
                 gnxt = None
+                if shapes is not None or not broadcasts:
+                    gbig = None  # a gradient of another size
             else:
                 gnode = None
+            continue
+        node = nxt = None
+        i = -1
+        for to in edges:
+            i += 1
+            if to is None:
+                continue
+            if nary:
+                pg = vjps[0](xp, gnode, ans, ctx, i)
+            else:
+                rule = vjps[i]
+                if rule is identity:
+                    pg = gnode
+                elif rule is None:
+                    continue
+                elif direct is not None:  # g times a saved input (Primitive.direct)
+                    pg = gnode * saved[direct[i]]
+                elif nsaved == 2:
+                    pg = rule(xp, gnode, ans, ctx, saved[0], saved[1])
+                elif nsaved == 0:
+                    pg = rule(xp, gnode, ans, ctx)
+                else:
+                    pg = rule(xp, gnode, ans, ctx, *saved)
+                if pg is None:
+                    continue
+            if shapes is not None and pg.shape != shapes[i]:
+                pg = xp.sum_to(pg, shapes[i])
+            fresh = pg is not gnode and type(pg) is ndarray and pg.base is None
+            if to.uses == 1:
+                if nxt is not None:
+                    ready.append((nxt, gnxt, own))
+                nxt, gnxt, own = to, pg, fresh
+            elif to in owned:
+                grads[to] += pg  # a later term into a buffer of ours (_collect's case)
+            else:
+                _collect(to, pg, fresh, grads, owned, queue)
+        pg = saved = ans = None
+        gbig = None  # a rule's gradient, of any size
+        if nxt is not None:
+            node, gnode = nxt, gnxt
+            gnxt = None
+        else:
+            gnode = None
 
 
 def fits_into(local: Any, g: Any) -> bool:
@@ -607,8 +682,14 @@ def _accumulate(t: Tensor, g: Any, owned: bool, create_graph: bool) -> None:
     if t.grad is None:
         if type(g) is not _ndarray and not isinstance(g, np.generic):
             g = backend_of(g).astype(g, t.data.dtype)  # a lazy array: nothing to copy
-        elif not owned or g.dtype != t.data.dtype:  # a float32 leaf keeps a float32 .grad
-            g = np.array(g, dtype=t.data.dtype, copy=True)
-        t.grad = const(g)
+        elif not owned or (g.dtype is not t.data.dtype and g.dtype != t.data.dtype):
+            g = np.array(g, dtype=t.data.dtype, copy=True)  # a float32 leaf: float32 .grad
+        grad = Tensor()  # const(g) written out: every leaf's first .grad
+        grad.data = g
+        grad.grad = None
+        grad.requires_grad = False
+        grad.grad_fn = None
+        grad._acc = None
+        t.grad = grad
     else:
         t.grad.data += g

@@ -13,7 +13,7 @@ from typing import Any
 
 from . import state as _state
 from .backend import NUMPY, as_data
-from .node import DIVISOR, FACTOR, GENERAL, Node, next_seq
+from .node import DIVISOR, FACTOR, GENERAL, SEQ, Node
 from .registry import OPS, Param, Primitive, install, product_rules, value_rule
 from .shapes import check_broadcast
 from .state import GRAD
@@ -60,22 +60,24 @@ def unary(
     OPS[name] = prim
     save_x = bool(prim.save_in)
     save_ans = prim.save_ans
+    keep_ans_only = save_ans and not save_x
     state = _state.STATE
     off_default = _state.OFF_DEFAULT
-    new_tensor = Tensor.__new__
 
-    # The hot path of every elementwise op: record() written out, the edge inlined.
+    # The hot path of every elementwise op: record() written out, the edge inlined. While
+    # OFF_DEFAULT is empty every thread records and notes nothing (docs/engine.md,
+    # "State"): the thread's mode is read only otherwise.
     def apply(x: Any) -> Tensor:
         if type(x) is not Tensor:
             x = lift(x)
         xd = x.data
         out = run(xd)
-        t = new_tensor(Tensor)
-        t.data = out = out if type(out) is _ndarray else as_data(out)
+        if type(out) is not _ndarray:
+            out = as_data(out)
+        t = Tensor()  # no __init__ (see Tensor): a plain type call
+        t.data = out
         t.grad = None
-        t.label = None
-        mode = state.mode if off_default else GRAD
-        if mode and x.requires_grad:
+        if x.requires_grad and (not off_default or state.mode):
             node = Node()  # no __init__: the quickest way to make one
             node.prim = prim
             to = x.grad_fn
@@ -83,10 +85,14 @@ def unary(
                 to = accumulator(x)
             to.uses += 1
             node.next = (to,)
-            node.saved = (xd,) if save_x else ()
-            node.ans = out if save_ans else None
+            if keep_ans_only:  # exp, tanh, sigmoid, sqrt: the flags tested once
+                node.saved = ()
+                node.ans = out
+            else:
+                node.saved = (xd,) if save_x else ()
+                node.ans = out if save_ans else None
             node.ctx = None
-            node.seq = next_seq()
+            node.seq = next(SEQ)
             node.uses = 0
             node.retained = None
             t.requires_grad = True
@@ -95,8 +101,8 @@ def unary(
             t.requires_grad = False
             t.grad_fn = None
             t._acc = None
-        if mode > GRAD:  # graph's trace, or a plan's recording
-            note(t, name, (x,), run, mode)
+        if off_default and state.mode > GRAD:  # graph's trace, or a plan's recording
+            note(t, name, (x,), run, state.mode)
         return t
 
     apply.__name__ = public_name or name
@@ -154,73 +160,93 @@ def binary(
     )  # fmt: skip
     OPS[name] = prim
     save_x, save_y = prim.save_in or (False, False)
-    keep_inputs = bool(prim.save_in)
+    keeps_an_input = bool(prim.save_in)
+    keeps_nothing = not keeps_an_input and not prim.save_ans
+    keeps_inputs_only = save_x and save_y and not prim.save_ans
     save_ans = prim.save_ans
     state = _state.STATE
     off_default = _state.OFF_DEFAULT
-    new_tensor = Tensor.__new__
     label = public_name or name
     f64, f64_scalars = _FLOAT64, FLOAT64_SCALARS
 
     # The hot path of every elementwise op of two inputs: record() written out, the edges
     # inlined.
     def apply(x: Any, y: Any) -> Tensor:
-        if type(x) is Tensor and type(y) is Tensor:
+        if type(x) is Tensor:
             xd = x.data
-            yd = y.data
-            xs = xd.shape
-            ys = yd.shape
-            shapes = None
-            if xs != ys:
-                shapes = (xs, ys)  # backward sums the gradients back down
-                # A one-element operand never grows the result: only then is a check needed.
-                if xd.size != 1 and yd.size != 1:
-                    check_broadcast(name, xs, ys)
-        else:
-            # A Python float beside a float64 tensor: its cached constant, found here
-            # without the general conversion (``h * y + 0.5``).
-            c = None
-            if type(y) is float and type(x) is Tensor and x.data.dtype is f64:
-                c = f64_scalars.get(y)
-                if c is not None:
-                    y = c
-            elif type(x) is float and type(y) is Tensor and y.data.dtype is f64:
-                c = f64_scalars.get(x)
-                if c is not None:
-                    x = c
-            if c is None:
-                x, y, shapes = _operands(name, x, y)
+            if type(y) is Tensor:
+                yd = y.data
+                if xd.shape == yd.shape:
+                    shapes = None
+                else:
+                    shapes = xs, ys = xd.shape, yd.shape  # backward sums gradients back down
+                    # A one-element operand never grows the result: only then is a check
+                    # needed.
+                    if xd.size != 1 and yd.size != 1:
+                        check_broadcast(name, xs, ys)
+            elif type(y) is float and xd.dtype is f64 and (c := f64_scalars.get(y)) is not None:
+                # A Python float beside a float64 tensor: its cached constant, found here
+                # without the general conversion (``h * y + 0.5``); a 0-d constant never
+                # grows the result.
+                y = c
+                yd = c.data
+                shapes = None
             else:
-                shapes = None  # a 0-d constant never grows the result
+                x, y, shapes = _operands(name, x, y)
+                xd = x.data
+                yd = y.data
+        elif (
+            type(x) is float
+            and type(y) is Tensor
+            and (yd := y.data).dtype is f64
+            and (c := f64_scalars.get(x)) is not None
+        ):
+            x = c
+            xd = c.data
+            shapes = None
+        else:
+            x, y, shapes = _operands(name, x, y)
             xd = x.data
             yd = y.data
         out = run(xd, yd)
-        t = new_tensor(Tensor)
-        t.data = out = out if type(out) is _ndarray else as_data(out)
+        if type(out) is not _ndarray:
+            out = as_data(out)
+        t = Tensor()  # no __init__ (see Tensor): a plain type call
+        t.data = out
         t.grad = None
-        t.label = None
-        mode = state.mode if off_default else GRAD
-        if mode and (x.requires_grad or y.requires_grad):
+        if (x.requires_grad or y.requires_grad) and (not off_default or state.mode):
             tx = x.grad_fn
-            if tx is None and x.requires_grad:
-                tx = accumulator(x)
             if tx is not None:
                 tx.uses += 1
-            ty = y.grad_fn
-            if ty is None and y.requires_grad:
-                ref = y._acc  # accumulator(y) inlined: a leaf used again (W2's y)
-                ty = ref() if ref is not None else None
+            elif x.requires_grad:
+                tx = accumulator(x)
+                tx.uses += 1
+            if y.requires_grad:  # (a constant, h + 0.5's, settled by one test)
+                ty = y.grad_fn
                 if ty is None:
-                    ty = accumulator(y)
-            if ty is not None:
+                    ref = y._acc  # accumulator(y) inlined: a leaf used again (W2's y)
+                    ty = ref() if ref is not None else None
+                    if ty is None:
+                        ty = accumulator(y)
                 ty.uses += 1
+            else:
+                ty = None
             node = Node()  # no __init__: the quickest way to make one
             node.prim = prim
             node.next = (tx, ty)
-            node.saved = (xd if save_x else None, yd if save_y else None) if keep_inputs else ()
-            node.ans = out if save_ans else None
+            if keeps_nothing:  # add, sub: the flags tested once
+                node.saved = ()
+                node.ans = None
+            elif keeps_inputs_only:  # mul
+                node.saved = (xd, yd)
+                node.ans = None
+            else:
+                node.saved = (
+                    (xd if save_x else None, yd if save_y else None) if keeps_an_input else ()
+                )
+                node.ans = out if save_ans else None
             node.ctx = shapes
-            node.seq = next_seq()
+            node.seq = next(SEQ)
             node.uses = 0
             node.retained = None
             t.requires_grad = True
@@ -229,8 +255,8 @@ def binary(
             t.requires_grad = False
             t.grad_fn = None
             t._acc = None
-        if mode > GRAD:  # graph's trace, or a plan's recording
-            note(t, name, (x, y), run, mode)
+        if off_default and state.mode > GRAD:  # graph's trace, or a plan's recording
+            note(t, name, (x, y), run, state.mode)
         return t
 
     def reflected(x: Any, y: Any) -> Tensor:

@@ -21,9 +21,10 @@ if TYPE_CHECKING:
     from .registry import Primitive
     from .tensor import Tensor
 
-#: every node gets the next number when it is made, so a node's inputs always have smaller
-#: numbers than the node: backward visits nodes by decreasing number
-next_seq = itertools.count().__next__
+#: every node gets the next number when it is made, ``next(SEQ)``, so a node's inputs always
+#: have smaller numbers than the node: backward visits nodes by decreasing number (the
+#: builtin next costs less than the counter's bound ``__next__``, a method wrapper)
+SEQ = itertools.count()
 
 #: how a primitive of one elementwise input gives its VJP: a general rule, ``g * factor``
 #: or ``g / divisor`` (see families.unary)
@@ -94,11 +95,11 @@ class AccumulateGrad:
     __slots__ = ("__weakref__", "seq", "uses", "variable")
 
     prim = None
+    variable: Tensor
+    seq: int
+    uses: int
 
-    def __init__(self, variable: Tensor) -> None:
-        self.variable = variable
-        self.seq = next_seq()
-        self.uses = 0
+    # No __init__, as Node has none: made by tensor.accumulator(), which sets every field.
 
     def name(self) -> str:
         return "AccumulateGrad"

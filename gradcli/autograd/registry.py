@@ -371,7 +371,8 @@ def torch_keywords(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
                 kwargs["axis"] = kwargs.pop("dim")
             if "keepdim" in kwargs:
                 kwargs["keepdims"] = kwargs.pop("keepdim")
-        return fn(*args, **kwargs)
+            return fn(*args, **kwargs)
+        return fn(*args)  # no keywords (sum(x)): no empty dict passed on
 
     call.__name__ = getattr(fn, "__name__", "call")
     call.__doc__ = fn.__doc__

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .backend import NUMPY, as_data
-from .node import AccumulateGrad, Node, next_seq
+from .node import SEQ, AccumulateGrad, Node
 from .state import GRAD, NO_GRAD, OFF_DEFAULT, RECORD, STATE, mode
 
 _ndarray = np.ndarray
+_array = np.array
 
 
 class Size(tuple[int, ...]):
@@ -53,32 +54,35 @@ def _dim(dim: Any, ndim: int) -> int:
 
 
 class Tensor:
-    """An n-dimensional array that records the operations made on it, for backpropagation."""
+    """An n-dimensional array that records the operations made on it, for backpropagation.
 
-    __slots__ = ("__weakref__", "_acc", "data", "grad", "grad_fn", "label", "requires_grad")
+    Made by :func:`tensor`, :func:`from_numpy`, the constructors and the operations, never
+    by calling the class with data: with no ``__init__`` of its own, ``Tensor()`` is a plain
+    type call, the cheapest way to make the object every operation makes (each op then sets
+    every field itself)."""
+
+    __slots__ = ("__weakref__", "_acc", "_label", "data", "grad", "grad_fn", "requires_grad")
     __array_ufunc__ = None  # make ndarray (op) Tensor defer to Tensor's reflected operators
 
     data: Any
     grad: Tensor | None
     requires_grad: bool
     grad_fn: Node | None
-    #: the name shown by ``gradcli graph`` (an input's or a binding's)
-    label: str | None
     #: a leaf's accumulator, weakly (see :func:`accumulator`)
     _acc: weakref.ref[AccumulateGrad] | None
 
-    def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None) -> None:
-        arr = np.asarray(data.data if isinstance(data, Tensor) else data, dtype=dtype)
-        if arr.dtype.kind != "f":
-            arr = arr.astype(np.float64)
-        self.data = arr
-        self.grad = None
-        self.requires_grad = bool(requires_grad)
-        self.grad_fn = None
-        self.label = None
-        self._acc = None
-
     # --- basic properties ---------------------------------------------------------
+    @property
+    def label(self) -> str | None:
+        """The name shown by ``gradcli graph`` and ``explain`` (an input's or a binding's),
+        None for any other tensor. Set only where a name is given: the operations, which
+        make every tensor, leave it unset (one store less each)."""
+        return getattr(self, "_label", None)
+
+    @label.setter
+    def label(self, name: str | None) -> None:
+        self._label = name
+
     @property
     def shape(self) -> tuple[int, ...]:
         return self.data.shape
@@ -122,11 +126,15 @@ class Tensor:
         return self.data
 
     def item(self) -> float:
-        if self.data.size != 1:
-            raise RuntimeError(
-                f"a Tensor with {self.data.size} elements cannot be converted to Scalar"
-            )
-        return float(self.data.item())
+        data = self.data
+        try:
+            return float(data.item())  # the size is asked only when NumPy refuses
+        except ValueError:
+            if data.size != 1:
+                raise RuntimeError(
+                    f"a Tensor with {data.size} elements cannot be converted to Scalar"
+                ) from None
+            raise
 
     def __float__(self) -> float:
         return self.item()
@@ -248,27 +256,25 @@ class Tensor:
     def __pos__(self) -> Tensor:
         return self
 
-    # --- backpropagation ------------------------------------------------------------
-    def backward(
-        self, gradient: Any = None, retain_graph: bool | None = None, create_graph: bool = False
-    ) -> None:
-        """Accumulate d self / d leaf into every leaf's ``.grad`` (PyTorch's semantics).
-
-        The values the graph saved are released afterwards unless ``retain_graph``
-        (default: ``create_graph``); a second backward through them raises, as in torch.
-        """
-        _backward(self, gradient, retain_graph, create_graph)
+    if TYPE_CHECKING:
+        # backward.backward itself (installed at the end of this module: a method that
+        # only called it cost a call of every backward pass)
+        def backward(
+            self,
+            gradient: Any = None,
+            retain_graph: bool | None = None,
+            create_graph: bool = False,
+        ) -> None: ...
 
 
 def const(data: Any, requires_grad: bool = False) -> Tensor:
     """Wrap an array as a leaf tensor (no copy), one that requires no grad by default."""
-    t = Tensor.__new__(Tensor)
+    t = Tensor()
     # NumPy returns scalars, not 0-d arrays, from ufuncs on 0-d input: keep arrays only.
     t.data = data if type(data) is _ndarray else as_data(data)
     t.grad = None
     t.requires_grad = bool(requires_grad)
     t.grad_fn = None
-    t.label = None
     t._acc = None
     return t
 
@@ -277,10 +283,19 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
     """A new leaf tensor holding a copy of ``data`` (float64 unless ``dtype`` is given)."""
     if type(data) is Tensor:
         data = data.data
-    arr = np.array(data, dtype=dtype)
-    if arr.dtype.kind != "f":
-        arr = arr.astype(np.float64)
-    return const(arr, requires_grad)
+    # const() written out, and np.array without a dtype argument when there is none: this
+    # is how every leaf of the tensor API is made (W1 makes two a call)
+    arr = _array(data) if dtype is None else _array(data, dtype=dtype)
+    dt = arr.dtype
+    if dt is not _FLOAT64 and dt.kind != "f":
+        arr = arr.astype(_FLOAT64)
+    t = Tensor()
+    t.data = arr
+    t.grad = None
+    t.requires_grad = requires_grad is True or bool(requires_grad)
+    t.grad_fn = None
+    t._acc = None
+    return t
 
 
 def from_numpy(arr: Any, requires_grad: bool = False) -> Tensor:
@@ -330,10 +345,16 @@ def accumulator(x: Tensor) -> AccumulateGrad:
     leaf outliving its graphs holds no node and no cycle is made."""
     ref = x._acc
     acc = ref() if ref is not None else None
-    if acc is None:
-        acc = AccumulateGrad(x)
-        x._acc = weakref.ref(acc)
+    if acc is None:  # W1 makes two a call
+        acc = AccumulateGrad()
+        acc.variable = x
+        acc.seq = next(SEQ)
+        acc.uses = 0
+        x._acc = _weakref(acc)
     return acc
+
+
+_weakref = weakref.ref
 
 
 def edge(x: Any) -> Node | AccumulateGrad | None:
@@ -380,40 +401,43 @@ def record(
     those, see ``Primitive.saved``); the output is kept when the primitive reads it.
     ``redo(*arrays of inputs)``: computes ``out`` again, for a plan (replay.py); without
     it, an evaluation making this op from a value of the inputs is not replayed."""
-    t = Tensor.__new__(Tensor)
-    t.data = out if type(out) is _ndarray else as_data(out)
+    if type(out) is not _ndarray:
+        out = as_data(out)
+    t = Tensor()
+    t.data = out
     t.grad = None
-    t.label = None
-    now = STATE.mode if OFF_DEFAULT else GRAD
-    if now:
-        for x in inputs:
-            if type(x) is Tensor and x.requires_grad:
-                node = Node()
-                node.prim = prim
-                if len(inputs) == 1:  # x requires grad: its node, or its leaf's accumulator
-                    to: Node | AccumulateGrad | None = x.grad_fn
-                    if to is None:
-                        to = accumulator(x)
-                    to.uses += 1
-                    node.next = (to,)
-                else:
-                    node.next = tuple([link(i) for i in inputs])
-                node.saved = saved
-                node.ans = t.data if prim.save_ans else None
-                node.ctx = ctx
-                node.seq = next_seq()
-                node.uses = 0
-                node.retained = None
-                t.requires_grad = True
-                t.grad_fn = node
-                if now > GRAD:  # graph's trace, or a plan's recording
-                    note(t, prim.name, inputs, redo, now)
-                return t
+    # As the elementwise families' apply: the thread's mode is read only when OFF_DEFAULT
+    # says some thread is off the default (docs/engine.md, "State").
+    for x in inputs:
+        if type(x) is Tensor and x.requires_grad:
+            if OFF_DEFAULT and not STATE.mode:
+                break  # no_grad
+            node = Node()
+            node.prim = prim
+            if len(inputs) == 1:  # x requires grad: its node, or its leaf's accumulator
+                to: Node | AccumulateGrad | None = x.grad_fn
+                if to is None:
+                    to = accumulator(x)
+                to.uses += 1
+                node.next = (to,)
+            else:
+                node.next = tuple([link(i) for i in inputs])
+            node.saved = saved
+            node.ans = out if prim.save_ans else None
+            node.ctx = ctx
+            node.seq = next(SEQ)
+            node.uses = 0
+            node.retained = None
+            t.requires_grad = True
+            t.grad_fn = node
+            if OFF_DEFAULT and STATE.mode > GRAD:  # graph's trace, or a plan's recording
+                note(t, prim.name, inputs, redo, STATE.mode)
+            return t
     t.requires_grad = False
     t.grad_fn = None
     t._acc = None
-    if now > GRAD:
-        note(t, prim.name, inputs, redo, now)
+    if OFF_DEFAULT and STATE.mode > GRAD:
+        note(t, prim.name, inputs, redo, STATE.mode)
     return t
 
 
@@ -436,5 +460,7 @@ def trace(t: Tensor, name: str, inputs: tuple[Any, ...]) -> None:
         trace_list.append((t, name, tuple(lift(i, like) for i in inputs)))
 
 
-# Last: backward.py needs this module's names, and Tensor.backward needs it.
+# Last: backward.py needs this module's names, and Tensor.backward is its function.
 from .backward import backward as _backward  # noqa: E402
+
+setattr(Tensor, "backward", _backward)  # noqa: B010

@@ -13,6 +13,7 @@ from ...i18n import msg
 from ..backend import NUMPY, backend_of, on_data
 from ..registry import TENSOR_ONLY, Axis, Primitive, primitive, public
 from ..shapes import ALL_AXES, normalize_axis
+from ..state import GRAD, OFF_DEFAULT, STATE
 from ..tensor import Tensor, lift, record
 
 _ndarray = NUMPY.ndarray
@@ -183,29 +184,47 @@ def reduce(prim: Primitive, x: Any, axis: Any, keepdims: bool, *extra: Any) -> T
         x = lift(x)
     xd = x.data
     axes = ALL_AXES[xd.ndim] if axis is None else normalize_axis(axis, xd.ndim, prim.name)
-    if xd.size == 0 and (prim is MAX or prim is MIN) and 0 in [xd.shape[a] for a in axes]:
+    if (prim is MAX or prim is MIN) and xd.size == 0 and 0 in [xd.shape[a] for a in axes]:
         raise ShapeError(
             msg("max: cannot reduce an empty tensor (it has no maximum)")
             if prim is MAX
             else msg("min: cannot reduce an empty tensor (it has no minimum)")
         )
     keep = keepdims is True or bool(keepdims)
-    fwd = prim.fwd
+    ctx = (axes, keep, xd.shape, *extra) if extra else (axes, keep, xd.shape)
+    saved = (xd,) if prim.save_in else ()
+    if type(xd) is _ndarray and (not OFF_DEFAULT or STATE.mode <= GRAD):
+        # No plan is recorded and no graph traced (docs/engine.md, "Replay"): the op needs
+        # no redo, and making one (a closure a call) cost a fifth of a small sum. A sum of
+        # floats is _on_numpy's first case written out (every loss.sum() comes here).
+        if prim is SUM:
+            out = NUMPY.sum_array(xd, axes, keep)
+            if out.dtype is not xd.dtype:  # an integer tensor's sum: back to its dtype
+                out = NUMPY.asarray(out, dtype=xd.dtype)
+            return record(out, prim, (x,), saved, ctx)
+        return record(_on_numpy(prim, xd, axes, keep, extra), prim, (x,), saved, ctx)
 
     def redo(xd: Any) -> Any:
         if type(xd) is _ndarray:
-            out = fwd(NUMPY, xd, axes, keep, *extra)
-            if type(out) is not _ndarray or out.dtype != xd.dtype:  # a NumPy scalar
-                out = NUMPY.asarray(out, dtype=xd.dtype)
-        else:  # another backend's array
-            xp = backend_of(xd)
-            out = xp.astype(fwd(xp, xd, axes, keep, *extra), xd.dtype)
-        return out
+            return _on_numpy(prim, xd, axes, keep, extra)
+        xp = backend_of(xd)  # another backend's array
+        return xp.astype(prim.fwd(xp, xd, axes, keep, *extra), xd.dtype)
 
     if prim is SUM and len(axes) == xd.ndim:
         redo.adds_all = True  # type: ignore[attr-defined]  # a replay may fuse it (fusion.py)
-    ctx = (axes, keep, xd.shape, *extra) if extra else (axes, keep, xd.shape)
-    return record(redo(xd), prim, (x,), (xd,) if prim.save_in else (), ctx, redo)
+    return record(redo(xd), prim, (x,), saved, ctx, redo)
+
+
+def _on_numpy(prim: Primitive, xd: Any, axes: tuple[int, ...], keep: bool, extra: Any) -> Any:
+    """The reduction of a NumPy array, as an array of its dtype (never a NumPy scalar)."""
+    if prim is SUM:
+        out = NUMPY.sum_array(xd, axes, keep)  # _sum_forward's bits, as an array
+    else:
+        out = prim.fwd(NUMPY, xd, axes, keep, *extra)
+    dtype = xd.dtype
+    if type(out) is not _ndarray or (out.dtype is not dtype and out.dtype != dtype):
+        out = NUMPY.asarray(out, dtype=dtype)
+    return out
 
 
 @public(SUM, "sum of elements")
