@@ -1002,3 +1002,17 @@ def test_grad_of_an_unused_input_raises_unless_allowed_as_torch() -> None:
     np.testing.assert_array_equal(gy.numpy(), [0.0])
     with pytest.raises(ValueError, match="allow_unused to be True or not passed"):
         gradcli.autograd.grad(out, [x, y], allow_unused=False, materialize_grads=True)
+
+
+def test_the_class_makes_a_leaf_as_torchs_legacy_constructor_does() -> None:
+    # torch.Tensor([1., 2.]): a leaf holding the data; gradcli's are float64
+    a = gradcli.Tensor([3.0, 4.0], requires_grad=True)
+    b = gradcli.Tensor([5, 6])  # integers become float64
+    assert a.is_leaf and a.requires_grad and a.grad is None and a.grad_fn is None
+    assert b.dtype == np.float64 and not b.requires_grad
+    b.requires_grad_()
+    out = (a * b + b).sum()
+    out.backward()
+    assert out.item() == 50.0
+    assert a.grad.tolist() == [5.0, 6.0] and b.grad.tolist() == [4.0, 5.0]
+    assert gradcli.Tensor(a).data is a.data  # as np.asarray: the same array

@@ -39,6 +39,7 @@ from .state import GRAD, NO_GRAD, set_mode
 from .tensor import Tensor, const, edge, tensor_on_edge
 
 _ndarray = np.ndarray
+_new = object.__new__  # a Tensor without its __init__ (see Tensor)
 #: gradients of at least this many elements are written into in place when they can be
 INPLACE_MIN = 1 << 14
 _NOT_WANTED = "element 0 of tensors does not require grad and does not have a grad_fn"
@@ -422,7 +423,7 @@ def _run_plain(root: Node | AccumulateGrad, g: Any, release: bool, xp: Any) -> N
             if own and t.grad is None and gnode.dtype is t.data.dtype:
                 # _accumulate's common case written out: a leaf's first gradient, a
                 # buffer of our own of its dtype, taken as .grad without a copy
-                grad = Tensor()
+                grad = _new(Tensor)
                 grad.data = gnode
                 grad.grad = None
                 grad.requires_grad = False
@@ -684,7 +685,7 @@ def _accumulate(t: Tensor, g: Any, owned: bool, create_graph: bool) -> None:
             g = backend_of(g).astype(g, t.data.dtype)  # a lazy array: nothing to copy
         elif not owned or (g.dtype is not t.data.dtype and g.dtype != t.data.dtype):
             g = np.array(g, dtype=t.data.dtype, copy=True)  # a float32 leaf: float32 .grad
-        grad = Tensor()  # const(g) written out: every leaf's first .grad
+        grad = _new(Tensor)  # const(g) written out: every leaf's first .grad
         grad.data = g
         grad.grad = None
         grad.requires_grad = False

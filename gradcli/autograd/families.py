@@ -20,6 +20,7 @@ from .state import GRAD
 from .tensor import _FLOAT64, FLOAT64_SCALARS, Tensor, accumulator, lift, note
 
 _ndarray = NUMPY.ndarray
+_new = object.__new__  # a Tensor without its __init__ (see Tensor)
 
 
 def unary(
@@ -74,7 +75,7 @@ def unary(
         out = run(xd)
         if type(out) is not _ndarray:
             out = as_data(out)
-        t = Tensor()  # no __init__ (see Tensor): a plain type call
+        t = _new(Tensor)  # no __init__ runs (see Tensor)
         t.data = out
         t.grad = None
         if x.requires_grad and (not off_default or state.mode):
@@ -211,7 +212,7 @@ def binary(
         out = run(xd, yd)
         if type(out) is not _ndarray:
             out = as_data(out)
-        t = Tensor()  # no __init__ (see Tensor): a plain type call
+        t = _new(Tensor)  # no __init__ runs (see Tensor)
         t.data = out
         t.grad = None
         if (x.requires_grad or y.requires_grad) and (not off_default or state.mode):

@@ -18,6 +18,8 @@ from .state import GRAD, NO_GRAD, OFF_DEFAULT, RECORD, STATE, mode
 
 _ndarray = np.ndarray
 _array = np.array
+#: makes a Tensor without running its __init__ (see Tensor): every operation makes one
+_new = object.__new__
 
 
 class Size(tuple[int, ...]):
@@ -56,10 +58,10 @@ def _dim(dim: Any, ndim: int) -> int:
 class Tensor:
     """An n-dimensional array that records the operations made on it, for backpropagation.
 
-    Made by :func:`tensor`, :func:`from_numpy`, the constructors and the operations, never
-    by calling the class with data: with no ``__init__`` of its own, ``Tensor()`` is a plain
-    type call, the cheapest way to make the object every operation makes (each op then sets
-    every field itself)."""
+    Made by :func:`tensor`, :func:`from_numpy`, the constructors and the operations, or as
+    torch's legacy constructor makes one: ``Tensor(data, requires_grad=False)``. The engine
+    makes the object every operation makes with ``_new(Tensor)`` (``object.__new__``: no
+    ``__init__`` runs) and sets every field itself."""
 
     __slots__ = ("__weakref__", "_acc", "_label", "data", "grad", "grad_fn", "requires_grad")
     __array_ufunc__ = None  # make ndarray (op) Tensor defer to Tensor's reflected operators
@@ -70,6 +72,16 @@ class Tensor:
     grad_fn: Node | None
     #: a leaf's accumulator, weakly (see :func:`accumulator`)
     _acc: weakref.ref[AccumulateGrad] | None
+
+    def __init__(self, data: Any, requires_grad: bool = False, dtype: Any = None) -> None:
+        arr = np.asarray(data.data if type(data) is Tensor else data, dtype=dtype)
+        if arr.dtype.kind != "f":
+            arr = arr.astype(np.float64)
+        self.data = arr
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self.grad_fn = None
+        self._acc = None
 
     # --- basic properties ---------------------------------------------------------
     @property
@@ -269,7 +281,7 @@ class Tensor:
 
 def const(data: Any, requires_grad: bool = False) -> Tensor:
     """Wrap an array as a leaf tensor (no copy), one that requires no grad by default."""
-    t = Tensor()
+    t = _new(Tensor)
     # NumPy returns scalars, not 0-d arrays, from ufuncs on 0-d input: keep arrays only.
     t.data = data if type(data) is _ndarray else as_data(data)
     t.grad = None
@@ -289,7 +301,7 @@ def tensor(data: Any, requires_grad: bool = False, dtype: Any = None) -> Tensor:
     dt = arr.dtype
     if dt is not _FLOAT64 and dt.kind != "f":
         arr = arr.astype(_FLOAT64)
-    t = Tensor()
+    t = _new(Tensor)
     t.data = arr
     t.grad = None
     t.requires_grad = requires_grad is True or bool(requires_grad)
@@ -403,7 +415,7 @@ def record(
     it, an evaluation making this op from a value of the inputs is not replayed."""
     if type(out) is not _ndarray:
         out = as_data(out)
-    t = Tensor()
+    t = _new(Tensor)
     t.data = out
     t.grad = None
     # As the elementwise families' apply: the thread's mode is read only when OFF_DEFAULT
