@@ -441,6 +441,10 @@ def cli_matches(p: Program, mode: str, seed: int, special: int, mask: list[bool]
         args = ["eval", "-", "--json"] if mode == "stdin" else ["batch"]
     if wrt is not None and mode in ("argv", "inputs"):
         args += ["--wrt", ",".join(wrt)]
+    if mode == "inputs" and p.text.startswith("--"):
+        # `--x` first is an option unless the command line gives x a value, which
+        # --inputs - does not (docs/cli.md, "Options and arguments"): written after `--`
+        args = [args[0], *args[2:], "--", p.text]
     run = RUNNER.invoke(app, args, input=stdin)
     assert run.exception is None or isinstance(run.exception, SystemExit), repr(run.exception)
     assert "Traceback" not in run.stdout + run.stderr
