@@ -446,6 +446,18 @@ def _pool() -> Any:
         return _POOL
 
 
+def _forget_pool() -> None:
+    """In a forked child: none of the parent's threads is there, and the lock may have
+    been held by one of them when the process forked."""
+    global _POOL, _POOL_LOCK
+    _POOL = None
+    _POOL_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
+
+
 def _in_threads(fn: Callable[..., Any], shares: list[Any], *args: Any) -> list[Any]:
     """``fn(share, *args)`` for each share: the first in this thread, the others in the
     pool's, each in a copy of this thread's context (NumPy's error state is in it, so
