@@ -69,12 +69,12 @@ class _Commands(MutableMapping[str, Any]):
 def click_group(app: typer.Typer) -> Any:
     """``app`` as the click group that ``app()`` would run, with its commands made when
     they are first looked up (:class:`_Commands`) instead of all at every start."""
+    import copy
+
     registered = app.registered_commands
-    app.registered_commands = []
-    try:
-        group: Any = typer.main.get_command(app)
-    finally:
-        app.registered_commands = registered
+    bare = copy.copy(app)  # app itself unchanged: another thread may be making its group
+    bare.registered_commands = []
+    group: Any = typer.main.get_command(bare)
     settings = {
         "pretty_exceptions_short": app.pretty_exceptions_short,
         "rich_markup_mode": app.rich_markup_mode,
