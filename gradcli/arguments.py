@@ -10,11 +10,13 @@ functions, so that ``gradcli --help`` starts fast.
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import sys
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass
+from gettext import gettext
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +67,14 @@ class _Commands(MutableMapping[str, Any]):
     def __len__(self) -> int:
         return len(self._registered.keys() | self._made.keys())
 
+    def summary(self, name: str) -> str | None:
+        """The one-line help ``--help`` lists for a command not made yet, from its
+        registration, as click gives a command's ``short_help``; None otherwise."""
+        info = self._registered.get(name) if name not in self._made else None
+        if info is None or not info.short_help or info.hidden or info.deprecated:
+            return None
+        return inspect.cleandoc(info.short_help).strip()
+
 
 def click_group(app: typer.Typer) -> Any:
     """``app`` as the click group that ``app()`` would run, with its commands made when
@@ -92,8 +102,31 @@ class _Group(typer.core.TyperGroup):
         """The commands in the order of ``options.SHORT_HELP`` (not the order in which the
         modules that define them registered them)."""
         order = list(options.SHORT_HELP)
-        names = super().list_commands(ctx)
+        names = list(self.commands)  # typer asks for each command too (items())
         return sorted(names, key=lambda n: order.index(n) if n in order else len(order))
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """The commands and their one-line help, as typer lists them, read from their
+        registrations: making every command to ask it would cost ``--help`` 13 ms."""
+        commands = self.commands
+        if not isinstance(commands, _Commands):
+            return super().format_commands(ctx, formatter)
+        shown: list[tuple[str, Any]] = []
+        for name in self.list_commands(ctx):
+            text = commands.summary(name)
+            if text is None:
+                cmd = self.get_command(ctx, name)
+                if cmd is None or cmd.hidden:
+                    continue
+                shown.append((name, cmd))
+            else:
+                shown.append((name, text))
+        if shown:
+            limit = formatter.width - 6 - max(len(name) for name, _ in shown)
+            rows = [(n, t if isinstance(t, str) else t.get_short_help_str(limit)) for n, t in shown]
+            with formatter.section(gettext("Commands")):
+                formatter.write_dl(rows)
+        return None
 
     def main(  # type: ignore[override]
         self,

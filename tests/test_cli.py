@@ -640,3 +640,22 @@ def test_commands_are_made_when_first_looked_up():
     help_text = run("--help").stdout
     for name in ("eval", "batch", "check", "jacobian", "explain", "repl", "functions"):
         assert f"\n  {name} " in help_text
+
+
+def test_the_help_lists_the_commands_without_making_them():
+    # start-up time: `gradcli --help` reads each command's one-line help from its
+    # registration; the text is what typer's group prints after making every command
+    code = (
+        "import contextlib, io; from gradcli import arguments; from gradcli.cli import app; "
+        "import typer.main\n"
+        "def shown(group):\n"
+        "    out = io.StringIO()\n"
+        "    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "        group.main(['--help'], prog_name='gradcli', standalone_mode=False)\n"
+        "    return out.getvalue()\n"
+        "g = arguments.click_group(app); lazy = shown(g); assert g.commands._made == {}\n"
+        "eager = shown(typer.main.get_command(app)); assert lazy == eager, (lazy, eager)\n"
+        "assert 'Commands:' in lazy and 'functions' in lazy"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
