@@ -429,20 +429,18 @@ def _shares(bounds: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
 
 
 _POOL: Any = None
-_POOL_PID = 0
 _POOL_LOCK = threading.Lock()
 
 
 def _pool() -> Any:
     """The threads that replay runs' shares, started at the first shared run (and again
-    in a forked child, which has none of its parent's threads)."""
-    global _POOL, _POOL_PID
+    in a forked child, which has none of its parent's threads: _forget_pool)."""
+    global _POOL
     with _POOL_LOCK:
-        if _POOL is None or os.getpid() != _POOL_PID:
+        if _POOL is None:
             from concurrent.futures import ThreadPoolExecutor
 
             _POOL = ThreadPoolExecutor(max(1, THREADS - 1), thread_name_prefix="gradcli-run")
-            _POOL_PID = os.getpid()
         return _POOL
 
 
