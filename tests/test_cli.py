@@ -607,6 +607,12 @@ def test_batch_file_with_a_byte_order_mark(tmp_path: Path) -> None:
     assert [d["output"]["value"] for d in r.lines] == [6.0, 6.0]
 
 
+def _passes_in_a_fresh_interpreter(code: str) -> None:
+    """``code``'s assertions hold in a new Python, where nothing is imported yet."""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
 def test_help_and_the_cli_modules_load_without_numpy():
     # start-up time: NumPy and the engine are imported by the commands that compute, and
     # `from . import <module>` inside gradcli must not load them through gradcli.__getattr__
@@ -614,8 +620,7 @@ def test_help_and_the_cli_modules_load_without_numpy():
         "import sys; from gradcli import cli, options, errors; "
         "assert 'numpy' not in sys.modules, sorted(m for m in sys.modules if 'numpy' in m)"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    _passes_in_a_fresh_interpreter(code)
 
 
 def test_commands_are_made_when_first_looked_up():
@@ -632,8 +637,7 @@ def test_commands_are_made_when_first_looked_up():
         "assert g.list_commands(None) == eager.list_commands(None); "
         "assert len(g.commands) == len(eager.commands)"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    _passes_in_a_fresh_interpreter(code)
     typo = run("evl", "x", "x=1")
     assert typo.code == 2
     assert "No such command 'evl'. Did you mean 'eval'?" in typo.stderr
@@ -657,5 +661,4 @@ def test_the_help_lists_the_commands_without_making_them():
         "eager = shown(typer.main.get_command(app)); assert lazy == eager, (lazy, eager)\n"
         "assert 'Commands:' in lazy and 'functions' in lazy"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    _passes_in_a_fresh_interpreter(code)
