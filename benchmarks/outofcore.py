@@ -12,7 +12,15 @@ a fresh process reporting its own peak resident memory (``VmHWM``, as
   start is not timed);
 - ``NumPy by hand``: the forward and backward written out, on arrays in memory (the
   median of ``--rounds``);
-- ``torch``: the same with autograd, one round (for its memory; only where importable).
+- ``torch``: the same with autograd, one round (for its memory; only where importable);
+- ``floor``: what any command doing W10's job pays before reading or computing anything
+  (no target): importing dask.array and zarr, and writing the two gradients' bytes (1.6
+  GB at 10⁸) to the same disk, a chunk file at a time, as gradcli writes them.
+
+gradcli's rows save into a path that does not exist yet (the previous run's output is
+removed before the clock starts): replacing an existing group costs deleting its files,
+which on a file system mounted with ``discard`` (as the benchmark machine's) took another
+0.2 s.
 
 Targets (issue 15): gradcli's peak ≤ 1 GB for both inputs, and its time ≤ 1.5× NumPy by
 hand. The data are made once in ``--folder`` (1.6 GB of ``.npy`` and as much of Zarr at
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -103,6 +112,33 @@ def child_numpy(where: Path, rounds: int) -> dict[str, Any]:
     return {"seconds": statistics.median(times), "peak_kib": peak_kib(), "value": value}
 
 
+def child_floor(where: Path, n: int) -> dict[str, Any]:
+    """The floor: import dask.array and zarr, then write 2 n float64 to the disk as chunk
+    files of gradcli's default chunk size, one at a time (the bytes of one chunk, written
+    again and again: what is written does not change how fast)."""
+    import shutil
+
+    import numpy as np
+
+    out = where / "floor-out"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir()
+    chunk = np.full(min(n, (32 << 20) // 8), 0.5)
+    start = time.perf_counter()
+    import dask.array  # noqa: F401
+    import zarr  # noqa: F401
+
+    from gradcli.io.chunked import _write_file
+
+    for name in "ab":
+        for i, first in enumerate(range(0, n, chunk.size)):
+            part = chunk[: min(chunk.size, n - first)]
+            _write_file(str(out / f"{name}{i}"), memoryview(part).cast("B"))
+    seconds = time.perf_counter() - start
+    shutil.rmtree(out, ignore_errors=True)
+    return {"seconds": seconds, "peak_kib": peak_kib()}
+
+
 def child_torch(where: Path) -> dict[str, Any]:
     import numpy as np
     import torch
@@ -146,12 +182,14 @@ def measure(
         runs = []
         for _ in range(2):
             out = where / f"grads-{kind}.zarr"
+            shutil.rmtree(out, ignore_errors=True)  # a new save, not a replacement (above)
             runs.append(_run_child(py, "gradcli", str(where), kind, str(out)))
         runs.sort(key=lambda r: r["seconds"])
         rows[f"gradcli {kind}"] = runs[0] | {
             "seconds_all": [r["seconds"] for r in runs],
             "peak_kib": max(r["peak_kib"] for r in runs),
         }
+    rows["floor"] = _run_child(py, "floor", str(where), str(n))
     tp = torch_python or (py if _has_torch(py) else None)
     if tp is not None:
         rows["torch"] = _run_child(tp, "torch", str(where))
@@ -189,6 +227,8 @@ def _child(argv: list[str]) -> int:
         )  # fmt: skip
     elif kind == "numpy":
         result = child_numpy(Path(argv[1]), int(argv[2]))
+    elif kind == "floor":
+        result = child_floor(Path(argv[1]), int(argv[2]))
     else:
         result = child_torch(Path(argv[1]))
     sys.stdout.write("\n" + json.dumps(result) + "\n")

@@ -12,8 +12,8 @@ from .timing import Stats, format_value
 METRIC_ORDER = (TIME, MEM_NET, MEM_RAW, MEM_BASE)
 SHOWN_METRICS = (TIME, MEM_NET, MEM_RAW)
 LIB_ORDER = (
-    "gradcli", "gradcli-reverse", "jobs1", "halves", "numpy", "imports", "tables", "typer",
-    "torch", "torch-reverse", "autograd", "bound",
+    "gradcli", "gradcli-reverse", "jobs1", "halves", "numpy", "imports", "tables", "floor",
+    "typer", "torch", "torch-reverse", "autograd", "bound",
 )  # fmt: skip
 METRIC_LABEL = {TIME: "time", MEM_NET: "peak RSS net", MEM_RAW: "peak RSS raw"}
 
@@ -22,7 +22,7 @@ METRIC_LABEL = {TIME: "time", MEM_NET: "peak RSS net", MEM_RAW: "peak RSS raw"}
 class Row:
     wid: str
     metric: str
-    lib: str  # gradcli, numpy, torch, autograd, imports, tables, typer, jobs1, halves, *-reverse
+    lib: str  # gradcli, numpy, torch, autograd, imports, tables, floor, typer, jobs1, halves, ...
     label: str  # what is shown in the library column
     stats: Stats | None  # None: skipped
     note: str = ""  # why skipped, or a remark

@@ -4,6 +4,7 @@ computed before the end."""
 
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any
 
@@ -245,6 +246,46 @@ def test_an_npy_file_is_read_a_chunk_at_a_time(tmp_path: Any, order: str) -> Non
         str(tmp_path / "x.npy"), name="x", dtype="float32", max_elements=None,
         chunks_for=_chunks_of(400),
     ).compute().dtype == np.float32  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("dtype", "order", "shape"),
+    [("<f8", "C", (37,)), (">f4", "C", (9, 4, 3)), ("<f8", "F", (9, 4)), ("<i2", "C", (5, 6))],
+)
+def test_npy_parts_read_as_a_memory_map_reads(
+    tmp_path: Any, dtype: str, order: str, shape: tuple[int, ...]
+) -> None:
+    """Rows of a C-ordered file are read straight into the array; any other part through
+    the memory map: the same values, byte order and dtype either way."""
+    from gradcli.io.chunked import NpyParts
+    from gradcli.io.npfiles import npy_header
+
+    want = np.asarray(np.arange(math.prod(shape)).reshape(shape), dtype=dtype, order=order)
+    path = tmp_path / "x.npy"
+    np.save(path, want)
+    with open(path, "rb") as f:
+        _, fortran, file_dtype, offset = npy_header(
+            f, size=path.stat().st_size, name="x", shown="x", max_elements=None
+        )
+    parts = NpyParts(str(path), shape, file_dtype, fortran, offset)
+    rows = shape[0]
+    keys = [
+        tuple(slice(0, n) for n in shape),
+        (slice(2, rows - 1), *(slice(0, n) for n in shape[1:])),
+        (slice(rows - 1, rows), *(slice(None) for _ in shape[1:])),
+        (slice(3, 3), *(slice(0, n) for n in shape[1:])),
+        (slice(0, rows, 2), *(slice(0, n) for n in shape[1:])),  # a step: the map
+    ]
+    if len(shape) > 1:
+        keys.append((slice(1, 4), slice(1, 3), *(slice(0, n) for n in shape[2:])))  # the map
+    for key in keys:
+        got = parts[key]
+        assert got.dtype == want.dtype and got.shape == want[key].shape, key
+        assert np.array_equal(got, want[key]), key
+    if order == "C":  # cut short after the header was read: said, not read as zeros
+        path.write_bytes(path.read_bytes()[: offset + 8])
+        with pytest.raises(OSError, match="ends before"):
+            parts[tuple(slice(0, n) for n in shape)]
 
 
 def test_a_bad_npy_file_is_refused_before_any_chunk(tmp_path: Any) -> None:
