@@ -236,12 +236,16 @@ def batch_command(
                     "--jobs N"
                 )
             )
-        if jobs > 1 and not debug:  # the workers load gradcli while this process does
+        shows_progress = not quiet and "-" not in sources and _batch_shows_progress()
+        if jobs > 1 and not debug:  # before this process loads NumPy: see warm_up
             from .parallel import warm_up
 
-            warm_up(jobs, (max_line_bytes, max_elements, max_program_chars, accumulate))
+            # (a progress bar is a thread of its own: no fork from this process after it)
+            warm_up(
+                jobs, (max_line_bytes, max_elements, max_program_chars, accumulate),
+                own_process=arguments.OWN_PROCESS and not shows_progress,
+            )  # fmt: skip
         gc.enable()  # a stream of any length: cycles (an error's traceback) must be freed
-        shows_progress = not quiet and "-" not in sources and _batch_shows_progress()
         if cluster is not None:
             from .cluster import run_on_cluster
 

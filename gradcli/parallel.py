@@ -25,16 +25,20 @@ associative), and a gradient whose shape differs from an earlier line's in anoth
 fails its line as in one process. Only with ``--accumulate`` do gradients travel; they are
 no larger than the inputs their line held, so a block's are within a few times its bytes.
 
-The workers start before the command loads NumPy and the engine, so that they load them
-while it does (:func:`warm_up`, the command line's first step). Until then the command
-has a single thread, and the workers are forked from it: copies made at once. Forking
-copies only the thread that forks, and a lock another thread held at that moment would
-stay held in the child for ever. So where that cannot be known (outside Linux), and for
-a program that calls run_batch itself, whose threads are its own (NumPy's BLAS pool, at
-least), the workers are forked from a fork server instead, a fresh process that loads
-gradcli once ("forkserver"; "spawn" where there is none). On 2 cores, a short stream
-ends about 0.13 s later with 2 workers forked early than in one process, 0.17 s with the
-fork server. Workers ignore Ctrl-C (the parent reports it), read and write nothing but
+The command's workers are forked from it once it has loaded NumPy and the engine: copies
+made at once, with everything loaded. Forking copies only the thread that forks, and a
+lock another thread held at that moment would stay held in the child for ever; so the
+command's first step (:func:`warm_up`) keeps NumPy's BLAS to one thread, as each worker
+would anyway, and the command has a single thread when it forks (Linux says so: /proc).
+Forked before the command loaded anything, each worker loaded NumPy and the engine
+itself: three loads at once on two cores, 0.28 s more of the processors' time for W11
+and 0.11 s more of its wall time (0.85 s against 0.74 s for 100,000 requests). Where
+one thread cannot be known (outside Linux, a progress bar drawing), and for a program
+that calls run_batch itself, whose threads are its own (NumPy's BLAS pool, at least),
+the workers are forked from a fork server instead, a fresh process that loads gradcli
+once ("forkserver"; "spawn" where there is none); ``cli.main(argv)``, a command in a
+process that goes on, forks its workers first, while it has one thread, as the command
+line once did. Workers ignore Ctrl-C (the parent reports it), read and write nothing but
 their pipe to the parent, and end when it closes; when the parent stops early (Ctrl-C, a
 stdout that cannot be written, an error) it terminates them, and no worker outlives it.
 """
@@ -79,12 +83,23 @@ Settings = tuple[int, int, int, bool]
 
 #: the workers warm_up started, for the next answer_in_parallel
 _ready: list[_Worker] = []
+#: whether answer_in_parallel forks its workers from this process, loaded, while it has
+#: one thread (warm_up in the command's own process)
+_fork_loaded = False
 
 
-def warm_up(jobs: int, settings: Settings) -> None:
-    """Start the workers, or the server they will be forked from, before this process loads
-    NumPy and the engine, so that they load them while it does (the command line calls this
-    first). While this process has one thread, the workers are forked from it now."""
+def warm_up(jobs: int, settings: Settings, own_process: bool = False) -> None:
+    """The command line's first step, before this process loads NumPy and the engine. In
+    the command's own process with one thread, NumPy's BLAS keeps to one thread (unless
+    ``OPENBLAS_NUM_THREADS`` says otherwise) and the workers are forked later, loaded
+    (see the module's text). Else, while this process has one thread, the workers are
+    forked from it now, and load NumPy and the engine while it does; with more threads,
+    the fork server they will be forked from is started."""
+    global _fork_loaded
+    if own_process and _one_thread():
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        _fork_loaded = True
+        return
     if _one_thread():
         fork = multiprocessing.get_context("fork")
         for _ in range(jobs):
@@ -158,7 +173,9 @@ def answer_in_parallel(
                 if idle:
                     worker = idle.pop()
                 else:
-                    worker = _Worker.start(settings)
+                    loaded = _fork_loaded and _one_thread()
+                    fork = multiprocessing.get_context("fork") if loaded else None
+                    worker = _Worker.start(settings, fork, [w.conn for w in workers])
                     workers.append(worker)
                 worker.send(block)
                 busy[worker.conn] = (worker, handed, block)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -205,6 +206,54 @@ def test_the_command_gives_the_same_bytes_and_exit_code(tmp_path: Path) -> None:
         assert len(one.stdout.splitlines()) > 500
 
 
+@linux_only
+@pytest.mark.parametrize("progress", [False, True], ids=["plain", "progress bar"])
+def test_the_commands_workers_are_forked_once_numpy_is_loaded(
+    tmp_path: Path, progress: bool
+) -> None:
+    """The command loads NumPy once and forks its workers from itself loaded: with
+    ``-X importtime`` every process that loads NumPy says so on the stderr they share,
+    and only the command does. Drawing a progress bar (a thread), the command forks them
+    first, and each loads NumPy itself, as before (no fork from a process with threads)."""
+    path = tmp_path / "requests.ndjson"
+    path.write_text("\n".join(TUTORIAL.format(i=i, a=i, b=1) for i in range(2000)) + "\n")
+    args = [sys.executable, "-X", "importtime", "-m", "gradcli", "batch", "--jobs", "2"]
+    if progress:  # a terminal's stderr, a file's stdout: the bar is drawn
+        program = (
+            "import os, pty, subprocess, sys\n"
+            "leader, follower = pty.openpty()\n"
+            "with open(sys.argv[1], 'rb') as f:\n"
+            "    proc = subprocess.Popen(sys.argv[2:], stdin=f, stdout=subprocess.DEVNULL,\n"
+            "                            stderr=follower)\n"
+            "os.close(follower)\n"
+            "text = b''\n"
+            "while True:\n"
+            "    try:\n"
+            "        part = os.read(leader, 1 << 16)\n"
+            "    except OSError:\n"
+            "        break\n"
+            "    if not part:\n"
+            "        break\n"
+            "    text += part\n"
+            "sys.stdout.write(text.decode(errors='replace'))\n"
+            "sys.exit(proc.wait())\n"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", program, str(path), *args, str(path)],
+            capture_output=True, text=True, env=_env(), cwd=REPO, timeout=120,
+        )  # fmt: skip
+        stderr = done.stdout
+    else:
+        done = subprocess.run(
+            [*args, str(path)], capture_output=True, text=True, env=_env(), cwd=REPO,
+            timeout=120,
+        )  # fmt: skip
+        stderr = done.stderr
+    assert done.returncode == 0, stderr[-2000:]
+    loads = [line for line in stderr.splitlines() if re.search(r"\|\s*numpy\s*$", line)]
+    assert len(loads) == (3 if progress else 1), loads
+
+
 @pytest.mark.parametrize("value", ["0", "-2"])
 def test_jobs_below_one_is_a_usage_error(value: str) -> None:
     harness.run("batch", "--jobs", value, stdin="").assert_usage_error("--jobs")
@@ -309,8 +358,8 @@ def test_ctrl_c_ends_the_command_and_its_workers() -> None:
 
 @linux_only
 def test_ctrl_c_while_the_workers_start_ends_all_without_a_traceback(tmp_path: Path) -> None:
-    # the command forks its workers first (while it has a single thread), and they load
-    # gradcli while it does: Ctrl-C comes as they do
+    # the command forks its workers as it hands out its first blocks, once it has loaded
+    # gradcli: Ctrl-C comes as they start, before the first answer is written
     marker = uuid.uuid4().hex
     path = tmp_path / "requests.ndjson"
     path.write_text("\n".join(TUTORIAL.format(i=i, a=i, b=1) for i in range(5000)) + "\n")
