@@ -190,7 +190,7 @@ def _run_child(python: str, *args: str) -> dict[str, Any]:
 def measure(
     n: int, folder: Path, rounds: int = 3, torch_python: str | None = None
 ) -> dict[str, Any]:
-    """Every row of W10, each in a fresh process (gradcli's twice, the median kept)."""
+    """Every row of W10, each in a fresh process (gradcli's twice, the faster kept)."""
     where = make_data(folder, n)
     rows: dict[str, Any] = {}
     py = sys.executable

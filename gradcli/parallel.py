@@ -28,19 +28,22 @@ no larger than the inputs their line held, so a block's are within a few times i
 The command's workers are forked from it once it has loaded NumPy and the engine: copies
 made at once, with everything loaded. Forking copies only the thread that forks, and a
 lock another thread held at that moment would stay held in the child for ever; so the
-command's first step (:func:`warm_up`) keeps NumPy's BLAS to one thread, as each worker
-would anyway, and the command has a single thread when it forks (Linux says so: /proc).
-Forked before the command loaded anything, each worker loaded NumPy and the engine
-itself: three loads at once on two cores, 0.28 s more of the processors' time for W11
-and 0.11 s more of its wall time (0.85 s against 0.74 s for 100,000 requests). Where
-one thread cannot be known (outside Linux, a progress bar drawing), and for a program
-that calls run_batch itself, whose threads are its own (NumPy's BLAS pool, at least),
-the workers are forked from a fork server instead, a fresh process that loads gradcli
-once ("forkserver"; "spawn" where there is none); ``cli.main(argv)``, a command in a
-process that goes on, forks its workers first, while it has one thread, as the command
-line once did. Workers ignore Ctrl-C (the parent reports it), read and write nothing but
-their pipe to the parent, and end when it closes; when the parent stops early (Ctrl-C, a
-stdout that cannot be written, an error) it terminates them, and no worker outlives it.
+command's first step (:func:`warm_up`) keeps NumPy's BLAS to one thread (with a worker
+a processor, more would only compete with the other workers; the workers inherit it),
+and the command has a single thread when it forks (Linux says so: /proc). Forked before
+the command loaded anything, each worker loaded NumPy and the engine itself: three loads
+at once on two cores, 0.28 s more of the processors' time for W11 and 0.11 s more of its
+wall time (0.85 s against 0.74 s for 100,000 requests). A command that draws a progress
+bar (a thread of its own), and ``cli.main(argv)``, a command in a process that goes on,
+fork their workers first thing instead, while they have one thread, and each worker
+loads NumPy and the engine itself. Where one thread cannot be known (outside Linux), or
+is not the case (a program that calls run_batch itself, whose threads are its own:
+NumPy's BLAS pool, at least), the workers are forked from a fork server instead, a fresh
+process that loads gradcli once ("forkserver"; "spawn" where there is none), started at
+the first block if not before. Workers ignore Ctrl-C (the parent reports it), read and
+write nothing but their pipe to the parent, and end when it closes; when the parent
+stops early (Ctrl-C, a stdout that cannot be written, an error) it terminates them, and
+no worker outlives it.
 """
 
 from __future__ import annotations
