@@ -16,7 +16,8 @@ a fresh process reporting its own peak resident memory (``VmHWM``, as
 - ``floor npy`` / ``floor zarr``: what any command doing W10's job pays before computing
   anything (no target): importing dask.array and zarr, and writing the two gradients'
   bytes (1.6 GB at 10⁸) to the same disk, a chunk file at a time, as gradcli writes them;
-  for Zarr inputs, reading and decompressing them meanwhile, a thread per processor.
+  for Zarr inputs, the longer of that writing and reading and decompressing a and b with a
+  thread per processor (as if the two overlapped perfectly).
 
 gradcli's rows save into a path that does not exist yet (the previous run's output is
 removed before the clock starts): replacing an existing group costs deleting its files,

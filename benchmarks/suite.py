@@ -428,7 +428,7 @@ def _out_of_core(
             "numpy": "NumPy by hand, arrays in memory",
             "torch": "torch autograd, arrays in memory (one round)",
             "floor": "import dask.array and zarr, write the gradients' bytes as chunk files"
-            + (", read and decompress a and b meanwhile" if kind == "zarr" else "")
+            + (" or, if longer, read and decompress a and b" if kind == "zarr" else "")
             + " (no target: the floor of any command doing this)",
         }
         measured = {"gradcli": rows[f"gradcli {kind}"], "numpy": rows["numpy"],
