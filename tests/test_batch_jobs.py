@@ -27,6 +27,7 @@ import harness
 import numpy as np
 import pytest
 from harness import REPO
+from test_cli_conventions import on_terminal
 
 from gradcli import parallel
 from gradcli.batch import run_batch
@@ -212,46 +213,26 @@ def test_the_commands_workers_are_forked_once_numpy_is_loaded(
     tmp_path: Path, progress: bool
 ) -> None:
     """The command loads NumPy once and forks its workers from itself loaded: with
-    ``-X importtime`` every process that loads NumPy says so on the stderr they share,
+    Python's import-time report on, every process that loads NumPy says so on the stderr
+    they share,
     and only the command does. Drawing a progress bar (a thread), the command forks them
     first, and each loads NumPy itself, as before (no fork from a process with threads)."""
     path = tmp_path / "requests.ndjson"
     path.write_text("\n".join(TUTORIAL.format(i=i, a=i, b=1) for i in range(2000)) + "\n")
-    args = [sys.executable, "-X", "importtime", "-m", "gradcli", "batch", "--jobs", "2"]
     env = _env()
     env.pop("OPENBLAS_NUM_THREADS", None)  # a caller's setting is kept: more threads, no fork
+    env["PYTHONPROFILEIMPORTTIME"] = "1"  # -X importtime, in every process
     if progress:  # a terminal's stderr, a file's stdout: the bar is drawn
-        program = (
-            "import os, pty, subprocess, sys\n"
-            "leader, follower = pty.openpty()\n"
-            "with open(sys.argv[1], 'rb') as f:\n"
-            "    proc = subprocess.Popen(sys.argv[2:], stdin=f, stdout=subprocess.DEVNULL,\n"
-            "                            stderr=follower)\n"
-            "os.close(follower)\n"
-            "text = b''\n"
-            "while True:\n"
-            "    try:\n"
-            "        part = os.read(leader, 1 << 16)\n"
-            "    except OSError:\n"
-            "        break\n"
-            "    if not part:\n"
-            "        break\n"
-            "    text += part\n"
-            "sys.stdout.write(text.decode(errors='replace'))\n"
-            "sys.exit(proc.wait())\n"
+        code, stderr = on_terminal(
+            ("batch", "--jobs", "2", str(path)), tmp_path / "out.ndjson", env=env
         )
-        done = subprocess.run(
-            [sys.executable, "-c", program, str(path), *args, str(path)],
-            capture_output=True, text=True, env=env, cwd=REPO, timeout=120,
-        )  # fmt: skip
-        stderr = done.stdout
     else:
         done = subprocess.run(
-            [*args, str(path)], capture_output=True, text=True, env=env, cwd=REPO,
-            timeout=120,
+            [sys.executable, "-m", "gradcli", "batch", "--jobs", "2", str(path)],
+            capture_output=True, text=True, env=env, cwd=REPO, timeout=120,
         )  # fmt: skip
-        stderr = done.stderr
-    assert done.returncode == 0, stderr[-2000:]
+        code, stderr = done.returncode, done.stderr
+    assert code == 0, stderr[-2000:]
     loads = [line for line in stderr.splitlines() if re.search(r"\|\s*numpy\s*$", line)]
     assert len(loads) == (3 if progress else 1), loads
 

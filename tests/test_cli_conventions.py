@@ -53,14 +53,16 @@ def on_terminal(
     *,
     interrupt_when: Callable[[str], bool] | None = None,
     columns: int = 120,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, str]:
     """``python -m gradcli ARGS`` with stderr on a pseudo-terminal ``columns`` wide and
     stdout redirected into the file ``stdout``, as ``gradcli ARGS > FILE`` typed at a
     terminal. ``interrupt_when(terminal text so far)`` returning True sends one SIGINT (as
-    Ctrl-C does). Returns the exit status and the terminal's text, escapes removed."""
+    Ctrl-C does). ``env``: the process's environment (default: gradcli's). Returns the exit
+    status and the terminal's text, escapes removed."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, columns, 0, 0))
-    env = harness.gradcli_env()
+    env = dict(harness.gradcli_env() if env is None else env)
     env["TERM"] = "xterm"  # a terminal rich draws live displays on
     with stdout.open("wb") as out:
         proc = subprocess.Popen(
